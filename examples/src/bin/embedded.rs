@@ -1,0 +1,3 @@
+//! Embedding kvcore.
+
+fn main() {}

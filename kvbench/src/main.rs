@@ -1,0 +1,3 @@
+//! kvbench
+
+fn main() {}

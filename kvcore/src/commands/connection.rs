@@ -1,0 +1,188 @@
+//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT ID/SETNAME/GETNAME.
+//!
+//! CLIENT LIST, INFO and KILL need the server's view of every connection; a server answers
+//! those itself before dispatching here.
+
+use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, Ctx};
+use crate::resp::Proto;
+
+pub(super) static COMMANDS: &[CommandSpec] = &[
+    cmd!("ping", -1, FAST | SENTINEL, 0, 0, 0, ping),
+    cmd!("echo", 2, LOADING | STALE | FAST, 0, 0, 0, echo),
+    cmd!("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL, 0, 0, 0, hello),
+    cmd!("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL, 0, 0, 0, auth),
+    cmd!("select", 2, LOADING | STALE | FAST, 0, 0, 0, select),
+    cmd!("quit", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, 0, 0, 0, quit),
+    cmd!("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, 0, 0, 0, reset),
+    cmd!("client", -2, SENTINEL, 0, 0, 0, client),
+];
+
+fn ping(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    match a {
+        [_] => c.out.simple(b"PONG"),
+        [_, msg] => c.out.bulk(msg),
+        _ => wrong_arity(&mut c.out, "ping"),
+    }
+}
+
+fn echo(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    c.out.bulk(a[1]);
+}
+
+/// Client names may not hold spaces, newlines or other special characters.
+fn valid_name(n: &[u8]) -> bool {
+    n.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+const BAD_NAME: &[u8] = b"ERR Client names cannot contain spaces, newlines or special characters.";
+
+/// Checks a password against `requirepass` (user "default" only).
+fn check_password(c: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
+    if user.is_some_and(|u| u != b"default") {
+        return false;
+    }
+    let req = &c.db.config.requirepass;
+    req.is_empty() || req.as_slice() == pass
+}
+
+fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let mut proto = c.session.proto;
+    if let Some(v) = a.get(1) {
+        match args::int(v) {
+            Ok(2) => proto = Proto::Resp2,
+            Ok(3) => proto = Proto::Resp3,
+            Ok(_) => return c.out.error(b"NOPROTO unsupported protocol version"),
+            Err(_) => {
+                return c.out.error(b"ERR Protocol version is not an integer or out of range")
+            }
+        }
+    }
+    let mut name = None;
+    let mut auth = None;
+    let mut i = 2;
+    while i < a.len() {
+        let more = a.len() - i - 1;
+        if args::is(a[i], "AUTH") && more >= 2 {
+            auth = Some((a[i + 1], a[i + 2]));
+            i += 3;
+        } else if args::is(a[i], "SETNAME") && more >= 1 {
+            name = Some(a[i + 1]);
+            i += 2;
+        } else {
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend_from_slice(a[i]);
+            msg.push(b'\'');
+            return c.out.error(&super::sanitize(msg));
+        }
+    }
+    if let Some((user, pass)) = auth {
+        if !check_password(c, Some(user), pass) {
+            return c
+                .out
+                .error(b"WRONGPASS invalid username-password pair or user is disabled.");
+        }
+        c.session.authenticated = true;
+    }
+    if !c.session.authenticated && !c.db.config.requirepass.is_empty() {
+        return c.out.error(
+            b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
+        );
+    }
+    if let Some(n) = name {
+        if !valid_name(n) {
+            return c.out.error(BAD_NAME);
+        }
+        c.session.name = (!n.is_empty()).then(|| n.to_vec());
+    }
+    c.session.proto = proto;
+    c.out.proto = proto;
+    let w = &mut c.out;
+    w.map_len(7);
+    w.bulk(b"server");
+    w.bulk(b"redis");
+    w.bulk(b"version");
+    w.bulk(crate::REDIS_VERSION.as_bytes());
+    w.bulk(b"proto");
+    w.int(if proto == Proto::Resp3 { 3 } else { 2 });
+    w.bulk(b"id");
+    w.int(c.session.id as i64);
+    w.bulk(b"mode");
+    w.bulk(b"standalone");
+    w.bulk(b"role");
+    w.bulk(b"master");
+    w.bulk(b"modules");
+    w.array_len(0);
+}
+
+fn auth(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let (user, pass) = match a {
+        [_, p] => (None, *p),
+        [_, u, p] => (Some(*u), *p),
+        _ => return c.out.error(b"ERR syntax error"),
+    };
+    if user.is_none() && c.db.config.requirepass.is_empty() {
+        return c.out.error(b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+    }
+    if check_password(c, user, pass) {
+        c.session.authenticated = true;
+        c.out.ok();
+    } else {
+        c.out.error(b"WRONGPASS invalid username-password pair or user is disabled.");
+    }
+}
+
+fn select(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    match args::int(a[1]) {
+        Err(e) => c.out.error(e.message().as_bytes()),
+        Ok(i) if i < 0 || i as usize >= c.db.databases() => {
+            c.out.error(b"ERR DB index is out of range")
+        }
+        Ok(i) => {
+            c.session.db = i as usize;
+            c.out.ok();
+        }
+    }
+}
+
+fn quit(c: &mut Ctx<'_>, _a: &[&[u8]]) {
+    c.session.close_after_reply = true;
+    c.out.ok();
+}
+
+fn reset(c: &mut Ctx<'_>, _a: &[&[u8]]) {
+    c.session.db = 0;
+    c.session.proto = Proto::Resp2;
+    c.session.name = None;
+    c.session.authenticated = c.db.config.requirepass.is_empty();
+    c.out.proto = Proto::Resp2;
+    c.out.simple(b"RESET");
+}
+
+fn client(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let sub = a[1];
+    if args::is(sub, "ID") {
+        if a.len() != 2 {
+            return wrong_arity(&mut c.out, "client|id");
+        }
+        c.out.int(c.session.id as i64);
+    } else if args::is(sub, "SETNAME") {
+        if a.len() != 3 {
+            return wrong_arity(&mut c.out, "client|setname");
+        }
+        if !valid_name(a[2]) {
+            return c.out.error(BAD_NAME);
+        }
+        c.session.name = (!a[2].is_empty()).then(|| a[2].to_vec());
+        c.out.ok();
+    } else if args::is(sub, "GETNAME") {
+        if a.len() != 2 {
+            return wrong_arity(&mut c.out, "client|getname");
+        }
+        match &c.session.name {
+            Some(n) => c.out.bulk(n),
+            None => c.out.null(),
+        }
+    } else {
+        unknown_subcommand(&mut c.out, "client", sub);
+    }
+}

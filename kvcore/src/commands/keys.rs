@@ -1,0 +1,511 @@
+//! Generic key commands: DEL, EXISTS, TYPE, expiry, RENAME, COPY, MOVE, KEYS, SCAN, OBJECT ...
+
+use super::strings::reply_err;
+use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, Ctx};
+use crate::error::{OpError, OpResult};
+use crate::glob;
+use crate::keyspace::Ttl;
+use crate::value::ValueType;
+use crate::Db;
+
+pub(super) static COMMANDS: &[CommandSpec] = &[
+    cmd!("del", -2, WRITE, 1, -1, 1, del),
+    cmd!("unlink", -2, WRITE | FAST, 1, -1, 1, del),
+    cmd!("exists", -2, READONLY | FAST, 1, -1, 1, exists),
+    cmd!("touch", -2, READONLY | FAST, 1, -1, 1, exists),
+    cmd!("type", 2, READONLY | FAST, 1, 1, 1, type_),
+    cmd!("expire", -3, WRITE | FAST, 1, 1, 1, expire),
+    cmd!("pexpire", -3, WRITE | FAST, 1, 1, 1, pexpire),
+    cmd!("expireat", -3, WRITE | FAST, 1, 1, 1, expireat),
+    cmd!("pexpireat", -3, WRITE | FAST, 1, 1, 1, pexpireat),
+    cmd!("ttl", 2, READONLY | FAST, 1, 1, 1, ttl),
+    cmd!("pttl", 2, READONLY | FAST, 1, 1, 1, pttl),
+    cmd!("expiretime", 2, READONLY | FAST, 1, 1, 1, expiretime),
+    cmd!("pexpiretime", 2, READONLY | FAST, 1, 1, 1, pexpiretime),
+    cmd!("persist", 2, WRITE | FAST, 1, 1, 1, persist),
+    cmd!("rename", 3, WRITE, 1, 2, 1, rename),
+    cmd!("renamenx", 3, WRITE | FAST, 1, 2, 1, renamenx),
+    cmd!("copy", -3, WRITE | DENYOOM, 1, 2, 1, copy),
+    cmd!("move", 3, WRITE | FAST, 1, 1, 1, move_),
+    cmd!("keys", 2, READONLY | ALL_KEYS, 0, 0, 0, keys),
+    cmd!("scan", -2, READONLY | ALL_KEYS, 0, 0, 0, scan),
+    cmd!("randomkey", 1, READONLY | ALL_KEYS, 0, 0, 0, randomkey),
+    cmd!("object", -2, MOVABLE_KEYS, 0, 0, 0, object),
+];
+
+// ---------------------------------------------------------------------------------------------
+// Typed operations
+// ---------------------------------------------------------------------------------------------
+
+/// Condition flags of EXPIRE and friends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireFlags {
+    /// Only when the key has no deadline.
+    pub nx: bool,
+    /// Only when the key has a deadline.
+    pub xx: bool,
+    /// Only when the new deadline is later.
+    pub gt: bool,
+    /// Only when the new deadline is earlier.
+    pub lt: bool,
+}
+
+impl Db {
+    /// DEL in database `dbi`: the number of keys removed.
+    pub fn del_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
+        let now = self.now;
+        keys.iter().filter(|k| self.dbs[dbi].remove(k, now).is_some()).count()
+    }
+
+    /// DEL in the embedded session's database.
+    pub fn del(&mut self, keys: &[&[u8]]) -> usize {
+        self.del_in(self.embedded_db(), keys)
+    }
+
+    /// EXISTS in database `dbi` (a key named twice counts twice).
+    pub fn exists_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
+        let now = self.now;
+        keys.iter().filter(|k| self.dbs[dbi].contains(k, now)).count()
+    }
+
+    /// EXISTS in the embedded session's database.
+    pub fn exists(&mut self, keys: &[&[u8]]) -> usize {
+        self.exists_in(self.embedded_db(), keys)
+    }
+
+    /// Sets the deadline of `key` in database `dbi` to `at` (Unix ms) under `flags`; a deadline
+    /// in the past deletes the key. Returns whether the deadline was set.
+    pub fn expire_at_in(&mut self, dbi: usize, key: &[u8], at: u64, flags: ExpireFlags) -> bool {
+        let now = self.now;
+        let ks = &mut self.dbs[dbi];
+        let Some(cur) = ks.expire_of(key, now) else { return false };
+        let ok = match cur {
+            Some(_) if flags.nx => false,
+            None if flags.xx || flags.gt => false,
+            Some(c) if flags.gt && at <= c => false,
+            Some(c) if flags.lt && at >= c => false,
+            _ => true,
+        };
+        if !ok {
+            return false;
+        }
+        if at <= now {
+            ks.remove(key, now);
+        } else {
+            ks.set_expire(key, Some(at), now);
+        }
+        true
+    }
+
+    /// EXPIRE key seconds (no flags) in the embedded session's database.
+    pub fn expire(&mut self, key: &[u8], seconds: u64) -> bool {
+        let at = self.now.saturating_add(seconds.saturating_mul(1000));
+        self.expire_at_in(self.embedded_db(), key, at, ExpireFlags::default())
+    }
+
+    /// Remaining time to live in ms: `None` if the key is missing, `Some(None)` if it has no
+    /// deadline.
+    pub fn pttl_in(&mut self, dbi: usize, key: &[u8]) -> Option<Option<u64>> {
+        let now = self.now;
+        self.dbs[dbi].expire_of(key, now).map(|d| d.map(|at| at.saturating_sub(now)))
+    }
+
+    /// PTTL in the embedded session's database.
+    pub fn pttl(&mut self, key: &[u8]) -> Option<Option<u64>> {
+        self.pttl_in(self.embedded_db(), key)
+    }
+
+    /// PERSIST in database `dbi`: whether a deadline was removed.
+    pub fn persist_in(&mut self, dbi: usize, key: &[u8]) -> bool {
+        let now = self.now;
+        let ks = &mut self.dbs[dbi];
+        matches!(ks.expire_of(key, now), Some(Some(_))) && ks.set_expire(key, None, now)
+    }
+
+    /// RENAME (or RENAMENX with `nx`) in database `dbi`; returns whether it renamed.
+    pub fn rename_in(&mut self, dbi: usize, from: &[u8], to: &[u8], nx: bool) -> OpResult<bool> {
+        let now = self.now;
+        let ks = &mut self.dbs[dbi];
+        if !ks.contains(from, now) {
+            return Err(OpError::NoSuchKey);
+        }
+        if from == to {
+            return Ok(!nx);
+        }
+        if nx && ks.contains(to, now) {
+            return Ok(false);
+        }
+        let (value, ttl) = ks.take(from, now).ok_or(OpError::NoSuchKey)?;
+        ks.set(to, value, ttl, now);
+        Ok(true)
+    }
+
+    /// COPY from database `dbi` to `dst_db`; returns whether it copied.
+    pub fn copy_in(&mut self, dbi: usize, from: &[u8], dst_db: usize, to: &[u8], replace: bool) -> OpResult<bool> {
+        if dst_db >= self.dbs.len() {
+            return Err(OpError::DbIndexOutOfRange);
+        }
+        if dbi == dst_db && from == to {
+            return Err(OpError::SameObject);
+        }
+        let now = self.now;
+        let Some(node) = self.dbs[dbi].get(from, now) else { return Ok(false) };
+        let value = node.value.clone();
+        let ttl = node.expire_at().map_or(Ttl::Clear, Ttl::At);
+        let dst = &mut self.dbs[dst_db];
+        if dst.contains(to, now) && !replace {
+            return Ok(false);
+        }
+        dst.set(to, value, ttl, now);
+        Ok(true)
+    }
+
+    /// MOVE from database `dbi` to `dst_db`; returns whether it moved.
+    pub fn move_in(&mut self, dbi: usize, key: &[u8], dst_db: usize) -> OpResult<bool> {
+        if dst_db >= self.dbs.len() {
+            return Err(OpError::DbIndexOutOfRange);
+        }
+        if dst_db == dbi {
+            return Err(OpError::SameObject);
+        }
+        let now = self.now;
+        if !self.dbs[dbi].contains(key, now) || self.dbs[dst_db].contains(key, now) {
+            return Ok(false);
+        }
+        let (value, ttl) = self.dbs[dbi].take(key, now).ok_or(OpError::NoSuchKey)?;
+        self.dbs[dst_db].set(key, value, ttl, now);
+        Ok(true)
+    }
+
+    /// KEYS: every live key of database `dbi` matching `pattern`.
+    pub fn keys_in(&self, dbi: usize, pattern: &[u8]) -> Vec<Vec<u8>> {
+        let now = self.now;
+        let all = pattern == b"*";
+        self.dbs[dbi]
+            .iter()
+            .filter(|n| n.expire_at().is_none_or(|t| t > now))
+            .filter(|n| all || glob::matches(pattern, n.key(), false))
+            .map(|n| n.key().to_vec())
+            .collect()
+    }
+
+    /// One SCAN call over database `dbi`: returns the next cursor and the keys found.
+    pub fn scan_in(&mut self, dbi: usize, cursor: u64, pattern: Option<&[u8]>, count: usize, ty: Option<&[u8]>) -> (u64, Vec<Vec<u8>>) {
+        let now = self.now;
+        let mut found = Vec::new();
+        let mut cursor = cursor;
+        let mut budget = count.saturating_mul(10).max(1);
+        let type_filter = ty.map(ValueType::from_name);
+        loop {
+            cursor = self.dbs[dbi].scan(cursor, |n| {
+                if n.expire_at().is_some_and(|t| t <= now) {
+                    return;
+                }
+                if let Some(p) = pattern {
+                    if !glob::matches(p, n.key(), false) {
+                        return;
+                    }
+                }
+                if let Some(t) = type_filter {
+                    if t != Some(n.value.value_type()) {
+                        return;
+                    }
+                }
+                found.push(n.key().to_vec());
+            });
+            budget -= 1;
+            if cursor == 0 || budget == 0 || found.len() >= count {
+                break;
+            }
+        }
+        (cursor, found)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------------------------
+
+fn del(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let n = c.db.del_in(c.session.db, &a[1..]);
+    c.out.int(n as i64);
+}
+
+fn exists(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let n = c.db.exists_in(c.session.db, &a[1..]);
+    c.out.int(n as i64);
+}
+
+fn type_(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let now = c.db.now;
+    match c.db.dbs[c.session.db].get(a[1], now) {
+        None => c.out.simple(b"none"),
+        Some(n) => c.out.simple(n.value.value_type().name().as_bytes()),
+    }
+}
+
+fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, name: &str) {
+    let when = match args::int(a[2]) {
+        Ok(w) => w,
+        Err(e) => return reply_err(&mut c.out, e),
+    };
+    let mut f = ExpireFlags::default();
+    for o in &a[3..] {
+        if args::is(o, "NX") {
+            f.nx = true;
+        } else if args::is(o, "XX") {
+            f.xx = true;
+        } else if args::is(o, "GT") {
+            f.gt = true;
+        } else if args::is(o, "LT") {
+            f.lt = true;
+        } else {
+            let mut m = b"ERR Unsupported option ".to_vec();
+            m.extend_from_slice(o);
+            return c.out.error(&super::sanitize(m));
+        }
+    }
+    if f.nx && (f.xx || f.gt || f.lt) {
+        return reply_err(&mut c.out, OpError::ExpireFlagsConflict);
+    }
+    if f.gt && f.lt {
+        return c.out.error(b"ERR GT and LT options at the same time are not compatible");
+    }
+    let invalid = |c: &mut Ctx<'_>| {
+        let mut m = b"ERR invalid expire time in '".to_vec();
+        m.extend_from_slice(name.as_bytes());
+        m.extend_from_slice(b"' command");
+        c.out.error(&m);
+    };
+    let ms = if unit_ms { Some(when) } else { when.checked_mul(1000) };
+    let at = match ms {
+        Some(ms) if absolute => Some(ms),
+        Some(ms) => ms.checked_add(c.db.now as i64),
+        None => None,
+    };
+    let Some(at) = at else { return invalid(c) };
+    // A deadline at or before the epoch deletes the key like any deadline in the past.
+    let at = at.max(0) as u64;
+    let done = c.db.expire_at_in(c.session.db, a[1], at, f);
+    c.out.int(i64::from(done));
+}
+
+fn expire(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    expire_generic(c, a, false, false, "expire");
+}
+fn pexpire(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    expire_generic(c, a, true, false, "pexpire");
+}
+fn expireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    expire_generic(c, a, false, true, "expireat");
+}
+fn pexpireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    expire_generic(c, a, true, true, "pexpireat");
+}
+
+/// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 missing, -1 no deadline.
+fn ttl_generic(c: &mut Ctx<'_>, a: &[&[u8]], ms: bool, absolute: bool) {
+    let now = c.db.now;
+    match c.db.dbs[c.session.db].expire_of(a[1], now) {
+        None => c.out.int(-2),
+        Some(None) => c.out.int(-1),
+        Some(Some(at)) => {
+            let v = match (absolute, ms) {
+                (true, true) => at,
+                (true, false) => at / 1000,
+                (false, true) => at.saturating_sub(now),
+                (false, false) => (at.saturating_sub(now) + 500) / 1000,
+            };
+            c.out.int(v as i64);
+        }
+    }
+}
+
+fn ttl(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    ttl_generic(c, a, false, false);
+}
+fn pttl(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    ttl_generic(c, a, true, false);
+}
+fn expiretime(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    ttl_generic(c, a, false, true);
+}
+fn pexpiretime(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    ttl_generic(c, a, true, true);
+}
+
+fn persist(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let done = c.db.persist_in(c.session.db, a[1]);
+    c.out.int(i64::from(done));
+}
+
+fn rename(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    match c.db.rename_in(c.session.db, a[1], a[2], false) {
+        Ok(_) => c.out.ok(),
+        Err(e) => reply_err(&mut c.out, e),
+    }
+}
+
+fn renamenx(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    match c.db.rename_in(c.session.db, a[1], a[2], true) {
+        Ok(done) => c.out.int(i64::from(done)),
+        Err(e) => reply_err(&mut c.out, e),
+    }
+}
+
+/// Parses a database index argument as MOVE / COPY DB do.
+fn db_index(c: &Ctx<'_>, arg: &[u8]) -> OpResult<usize> {
+    let i = args::int(arg)?;
+    if i < 0 || i as usize >= c.db.databases() {
+        return Err(OpError::DbIndexOutOfRange);
+    }
+    Ok(i as usize)
+}
+
+fn copy(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let mut dst_db = c.session.db;
+    let mut replace = false;
+    let mut i = 3;
+    while i < a.len() {
+        if args::is(a[i], "REPLACE") {
+            replace = true;
+            i += 1;
+        } else if args::is(a[i], "DB") && i + 1 < a.len() {
+            match db_index(c, a[i + 1]) {
+                Ok(d) => dst_db = d,
+                Err(e) => return reply_err(&mut c.out, e),
+            }
+            i += 2;
+        } else {
+            return reply_err(&mut c.out, OpError::Syntax);
+        }
+    }
+    match c.db.copy_in(c.session.db, a[1], dst_db, a[2], replace) {
+        Ok(done) => c.out.int(i64::from(done)),
+        Err(e) => reply_err(&mut c.out, e),
+    }
+}
+
+fn move_(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let dst = match db_index(c, a[2]) {
+        Ok(d) => d,
+        Err(e) => return reply_err(&mut c.out, e),
+    };
+    match c.db.move_in(c.session.db, a[1], dst) {
+        Ok(done) => c.out.int(i64::from(done)),
+        Err(e) => reply_err(&mut c.out, e),
+    }
+}
+
+fn keys(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let keys = c.db.keys_in(c.session.db, a[1]);
+    c.out.array_len(keys.len());
+    for k in &keys {
+        c.out.bulk(k);
+    }
+}
+
+/// Parsed SCAN arguments (after the cursor).
+pub(crate) struct ScanArgs<'a> {
+    /// The cursor.
+    pub cursor: u64,
+    /// MATCH pattern.
+    pub pattern: Option<&'a [u8]>,
+    /// COUNT hint.
+    pub count: usize,
+    /// TYPE filter.
+    pub ty: Option<&'a [u8]>,
+}
+
+/// Parses `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`; `Err` carries the reply text.
+pub(crate) fn parse_scan<'a>(a: &[&'a [u8]]) -> Result<ScanArgs<'a>, &'static [u8]> {
+    // Redis reads the cursor with strtoul: a leading '-' wraps around.
+    let cursor = match crate::num::parse_u64(a[1]) {
+        Some(c) => c,
+        None => match crate::num::parse_i64(a[1]) {
+            Some(n) if n < 0 => n as u64,
+            _ => return Err(b"ERR invalid cursor"),
+        },
+    };
+    let mut s = ScanArgs { cursor, pattern: None, count: 10, ty: None };
+    let mut i = 2;
+    while i < a.len() {
+        if i + 1 >= a.len() {
+            return Err(b"ERR syntax error");
+        }
+        let v = a[i + 1];
+        if args::is(a[i], "COUNT") {
+            match args::int(v) {
+                Ok(n) if n >= 1 => s.count = n as usize,
+                Ok(_) => return Err(b"ERR syntax error"),
+                Err(_) => return Err(b"ERR value is not an integer or out of range"),
+            }
+        } else if args::is(a[i], "MATCH") {
+            s.pattern = (v != b"*").then_some(v);
+        } else if args::is(a[i], "TYPE") {
+            s.ty = Some(v);
+        } else {
+            return Err(b"ERR syntax error");
+        }
+        i += 2;
+    }
+    Ok(s)
+}
+
+fn scan(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let s = match parse_scan(a) {
+        Ok(s) => s,
+        Err(msg) => return c.out.error(msg),
+    };
+    let (next, keys) = c.db.scan_in(c.session.db, s.cursor, s.pattern, s.count, s.ty);
+    c.out.array_len(2);
+    c.out.bulk(itoa::Buffer::new().format(next).as_bytes());
+    c.out.array_len(keys.len());
+    for k in &keys {
+        c.out.bulk(k);
+    }
+}
+
+fn randomkey(c: &mut Ctx<'_>, _a: &[&[u8]]) {
+    let now = c.db.now;
+    let dbi = c.session.db;
+    let mut seed = c.db.random();
+    let key = c.db.dbs[dbi].random_key(
+        || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed >> 11 ^ seed
+        },
+        now,
+    );
+    match key {
+        Some(k) => c.out.bulk(&k),
+        None => c.out.null(),
+    }
+}
+
+fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let sub = a[1];
+    let arity_ok = a.len() == 3;
+    let name = if args::is(sub, "ENCODING") {
+        "object|encoding"
+    } else if args::is(sub, "REFCOUNT") {
+        "object|refcount"
+    } else if args::is(sub, "IDLETIME") {
+        "object|idletime"
+    } else if args::is(sub, "FREQ") {
+        "object|freq"
+    } else {
+        return unknown_subcommand(&mut c.out, "object", sub);
+    };
+    if !arity_ok {
+        return wrong_arity(&mut c.out, name);
+    }
+    let now = c.db.now;
+    let Some(n) = c.db.dbs[c.session.db].get(a[2], now) else { return c.out.null() };
+    match name {
+        "object|encoding" => c.out.bulk(n.value.encoding().as_bytes()),
+        "object|refcount" => c.out.int(1),
+        "object|idletime" => c.out.int(0),
+        _ => c.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
+    }
+}

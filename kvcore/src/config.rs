@@ -1,0 +1,311 @@
+//! Configuration parameters: what `CONFIG GET` shows and `CONFIG SET` changes.
+//!
+//! One static table describes every parameter (name, aliases, kind, default). Values are kept
+//! as typed fields where the store reads them on a hot path, and as text otherwise; the server
+//! reads the same table from its command line and config file, so names are made once.
+
+use crate::glob;
+
+/// How a parameter's text is checked and normalized.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// A signed integer within bounds.
+    Int(i64, i64),
+    /// A byte count: accepts `1gb`, `512mb`, `100k` ...; shown in bytes.
+    Memory,
+    /// `yes` or `no`.
+    Bool,
+    /// One of the listed words.
+    Enum(&'static [&'static str]),
+    /// Free text.
+    Text,
+}
+
+/// One parameter's description.
+pub struct Param {
+    /// Canonical name.
+    pub name: &'static str,
+    /// Other accepted names (e.g. the old `ziplist` spellings).
+    pub aliases: &'static [&'static str],
+    /// Value kind.
+    pub kind: Kind,
+    /// Default value text.
+    pub default: &'static str,
+    /// Can be changed at run time.
+    pub mutable: bool,
+}
+
+const POLICIES: &[&str] = &[
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "noeviction",
+];
+const LOGLEVELS: &[&str] = &["debug", "verbose", "notice", "warning", "nothing"];
+const I32: Kind = Kind::Int(0, i32::MAX as i64);
+
+macro_rules! p {
+    ($name:literal, $kind:expr, $default:literal) => {
+        p!($name, [], $kind, $default, true)
+    };
+    ($name:literal, [$($alias:literal),*], $kind:expr, $default:literal, $mutable:expr) => {
+        Param { name: $name, aliases: &[$($alias),*], kind: $kind, default: $default, mutable: $mutable }
+    };
+}
+
+/// Every parameter we have.
+pub static PARAMS: &[Param] = &[
+    p!("port", [], Kind::Int(0, 65535), "6379", false),
+    p!("bind", [], Kind::Text, "127.0.0.1", false),
+    p!("databases", [], Kind::Int(1, i32::MAX as i64), "16", false),
+    p!("requirepass", Kind::Text, ""),
+    p!("protected-mode", Kind::Bool, "yes"),
+    p!("maxclients", Kind::Int(1, i32::MAX as i64), "10000"),
+    p!("maxmemory", Kind::Memory, "0"),
+    p!("maxmemory-policy", Kind::Enum(POLICIES), "noeviction"),
+    p!("proto-max-bulk-len", Kind::Memory, "536870912"),
+    p!("client-query-buffer-limit", Kind::Memory, "1073741824"),
+    p!(
+        "client-output-buffer-limit",
+        Kind::Text,
+        "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+    ),
+    p!("timeout", I32, "0"),
+    p!("tcp-keepalive", I32, "300"),
+    p!("hz", I32, "10"),
+    p!("loglevel", Kind::Enum(LOGLEVELS), "notice"),
+    p!("save", Kind::Text, ""),
+    p!("appendonly", Kind::Bool, "no"),
+    p!("hash-max-listpack-entries", ["hash-max-ziplist-entries"], I32, "512", true),
+    p!("hash-max-listpack-value", ["hash-max-ziplist-value"], I32, "64", true),
+    p!("zset-max-listpack-entries", ["zset-max-ziplist-entries"], I32, "128", true),
+    p!("zset-max-listpack-value", ["zset-max-ziplist-value"], I32, "64", true),
+    p!("set-max-intset-entries", I32, "512"),
+    p!("set-max-listpack-entries", I32, "128"),
+    p!("set-max-listpack-value", I32, "64"),
+    p!("list-max-listpack-size", ["list-max-ziplist-size"], Kind::Int(i32::MIN as i64, i32::MAX as i64), "-2", true),
+];
+
+/// Current values, in [`PARAMS`] order, plus typed copies of the hot ones.
+#[derive(Clone, Debug)]
+pub struct Config {
+    values: Vec<String>,
+    /// `proto-max-bulk-len`: the largest string a command may create.
+    pub proto_max_bulk_len: u64,
+    /// `maxmemory` in bytes (0 = no limit).
+    pub maxmemory: u64,
+    /// `zset-max-listpack-entries`.
+    pub zset_max_listpack_entries: usize,
+    /// `zset-max-listpack-value`.
+    pub zset_max_listpack_value: usize,
+    /// `requirepass` (empty = none).
+    pub requirepass: Vec<u8>,
+    /// `databases`.
+    pub databases: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut c = Config {
+            values: PARAMS.iter().map(|p| p.default.to_string()).collect(),
+            proto_max_bulk_len: 0,
+            maxmemory: 0,
+            zset_max_listpack_entries: 0,
+            zset_max_listpack_value: 0,
+            requirepass: Vec::new(),
+            databases: 16,
+        };
+        c.refresh_typed();
+        c
+    }
+}
+
+/// Why a parameter was refused; `Display` gives the text after `possibly related to ...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// No such parameter.
+    Unknown(String),
+    /// Known, but not changeable at run time.
+    Immutable(String),
+    /// Bad value: parameter name and the reason.
+    Invalid(String, String),
+    /// The same parameter twice in one CONFIG SET.
+    Duplicate(String),
+}
+
+impl ConfigError {
+    /// The exact Redis error line for CONFIG SET.
+    pub fn reply_text(&self) -> String {
+        match self {
+            ConfigError::Unknown(n) => {
+                format!("ERR Unknown option or number of arguments for CONFIG SET - '{n}'")
+            }
+            ConfigError::Immutable(n) => format!(
+                "ERR CONFIG SET failed (possibly related to argument '{n}') - can't set immutable config"
+            ),
+            ConfigError::Invalid(n, why) => {
+                format!("ERR CONFIG SET failed (possibly related to argument '{n}') - {why}")
+            }
+            ConfigError::Duplicate(n) => format!(
+                "ERR CONFIG SET failed (possibly related to argument '{n}') - duplicate parameter"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Unknown(n) => write!(f, "unknown option '{n}'"),
+            ConfigError::Immutable(n) => write!(f, "'{n}' can't be changed at run time"),
+            ConfigError::Invalid(n, why) => write!(f, "bad value for '{n}': {why}"),
+            ConfigError::Duplicate(n) => write!(f, "'{n}' given twice"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Parses a memory amount as Redis's `memtoull`: digits with an optional unit
+/// (b, k, kb, m, mb, g, gb; k = 1000, kb = 1024), case-insensitive.
+pub fn parse_memory(s: &str) -> Option<u64> {
+    let s = s.to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mul: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// Finds a parameter by name or alias, case-insensitively.
+pub fn find(name: &str) -> Option<(usize, &'static Param)> {
+    PARAMS.iter().enumerate().find(|(_, p)| {
+        p.name.eq_ignore_ascii_case(name) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(name))
+    })
+}
+
+fn normalize(p: &Param, v: &str) -> Result<String, String> {
+    match p.kind {
+        Kind::Int(lo, hi) => match v.parse::<i64>() {
+            Ok(n) if (lo..=hi).contains(&n) => Ok(n.to_string()),
+            Ok(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),
+            Err(_) => Err("argument couldn't be parsed into an integer".into()),
+        },
+        Kind::Memory => parse_memory(v)
+            .map(|n| n.to_string())
+            .ok_or_else(|| "argument must be a memory value".into()),
+        Kind::Bool => match v.to_ascii_lowercase().as_str() {
+            "yes" | "no" => Ok(v.to_ascii_lowercase()),
+            _ => Err("argument must be 'yes' or 'no'".into()),
+        },
+        Kind::Enum(words) => {
+            let l = v.to_ascii_lowercase();
+            if words.contains(&l.as_str()) {
+                Ok(l)
+            } else {
+                Err(format!("argument(s) must be one of the following: {}", words.join(", ")))
+            }
+        }
+        Kind::Text => Ok(v.to_string()),
+    }
+}
+
+impl Config {
+    fn refresh_typed(&mut self) {
+        let num = |c: &Config, n: &str| c.get(n).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        self.proto_max_bulk_len = num(self, "proto-max-bulk-len");
+        self.maxmemory = num(self, "maxmemory");
+        self.zset_max_listpack_entries = num(self, "zset-max-listpack-entries") as usize;
+        self.zset_max_listpack_value = num(self, "zset-max-listpack-value") as usize;
+        self.requirepass = self.get("requirepass").unwrap_or_default().as_bytes().to_vec();
+        self.databases = num(self, "databases").max(1) as usize;
+    }
+
+    /// The current value of a parameter.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        find(name).map(|(i, _)| self.values[i].as_str())
+    }
+
+    /// `(name, value)` of every parameter whose name or alias matches the glob `pattern`.
+    pub fn matching(&self, pattern: &[u8]) -> Vec<(&'static str, &str)> {
+        let mut out = Vec::new();
+        for (i, p) in PARAMS.iter().enumerate() {
+            if glob::matches(pattern, p.name.as_bytes(), true) {
+                out.push((p.name, self.values[i].as_str()));
+            }
+            for a in p.aliases {
+                if glob::matches(pattern, a.as_bytes(), true) {
+                    out.push((*a, self.values[i].as_str()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Sets one parameter at start-up (immutable ones allowed).
+    pub fn set_startup(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        let (i, p) = find(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
+        self.values[i] = normalize(p, value).map_err(|why| ConfigError::Invalid(p.name.into(), why))?;
+        self.refresh_typed();
+        Ok(())
+    }
+
+    /// CONFIG SET of several pairs: all or nothing, as Redis 7 does.
+    pub fn set_many(&mut self, pairs: &[(&str, &str)]) -> Result<(), ConfigError> {
+        let mut staged: Vec<(usize, String)> = Vec::with_capacity(pairs.len());
+        for (name, value) in pairs {
+            let (i, p) = find(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
+            if !p.mutable {
+                return Err(ConfigError::Immutable(name.to_string()));
+            }
+            if staged.iter().any(|(j, _)| *j == i) {
+                return Err(ConfigError::Duplicate(name.to_string()));
+            }
+            let v = normalize(p, value).map_err(|why| ConfigError::Invalid(name.to_string(), why))?;
+            staged.push((i, v));
+        }
+        for (i, v) in staged {
+            self.values[i] = v;
+        }
+        self.refresh_typed();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1gb"), Some(1 << 30));
+        assert_eq!(parse_memory("100k"), Some(100_000));
+        assert_eq!(parse_memory("5MB"), Some(5 << 20));
+        assert_eq!(parse_memory("abc"), None);
+        assert_eq!(parse_memory("-1"), None);
+    }
+
+    #[test]
+    fn set_is_all_or_nothing() {
+        let mut c = Config::default();
+        assert_eq!(c.set_many(&[("hz", "5"), ("maxmemory", "x")]).unwrap_err(), ConfigError::Invalid("maxmemory".into(), "argument must be a memory value".into()));
+        assert_eq!(c.get("hz"), Some("10"));
+        c.set_many(&[("hz", "5"), ("maxmemory", "1mb")]).unwrap();
+        assert_eq!(c.get("hz"), Some("5"));
+        assert_eq!(c.maxmemory, 1 << 20);
+        assert!(matches!(c.set_many(&[("databases", "3")]), Err(ConfigError::Immutable(_))));
+        assert_eq!(c.matching(b"zset-max-ziplist-entries"), vec![("zset-max-ziplist-entries", "128")]);
+    }
+}

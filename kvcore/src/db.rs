@@ -1,0 +1,256 @@
+//! The store: 16 logical databases, the cached clock, configuration, statistics, and the entry
+//! points — [`Db::dispatch`] for a server, [`Db::execute`] and typed methods for embedders.
+//!
+//! A `Db` is single-threaded: one per shard, one per core. Commands run to completion against
+//! it, so each command is atomic by construction.
+
+use crate::clock::Clock;
+use crate::commands::{self, flags, Ctx};
+use crate::config::Config;
+use crate::keyspace::Keyspace;
+use crate::resp::reply::{parse_reply, Value as Reply};
+use crate::resp::{Proto, ReplyWriter};
+
+/// Per-client state that commands read and change (SELECT, HELLO, CLIENT SETNAME ...).
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Selected database index.
+    pub db: usize,
+    /// Protocol version spoken (HELLO 2/3).
+    pub proto: Proto,
+    /// Client id (CLIENT ID).
+    pub id: u64,
+    /// Name set by CLIENT SETNAME / HELLO SETNAME.
+    pub name: Option<Vec<u8>>,
+    /// Whether AUTH succeeded (or no password is required).
+    pub authenticated: bool,
+    /// Set by QUIT: the server closes the connection after sending the reply.
+    pub close_after_reply: bool,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            db: 0,
+            proto: Proto::Resp2,
+            id: 0,
+            name: None,
+            authenticated: false,
+            close_after_reply: false,
+        }
+    }
+}
+
+/// Counters reported by INFO stats.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Commands executed.
+    pub commands: u64,
+    /// Read lookups that found their key.
+    pub keyspace_hits: u64,
+    /// Read lookups that did not.
+    pub keyspace_misses: u64,
+}
+
+/// Facts about the embedding process that INFO reports (a server fills these in).
+#[derive(Clone, Debug, Default)]
+pub struct HostInfo {
+    /// TCP port (0 when embedded).
+    pub tcp_port: u16,
+    /// Process start, Unix ms.
+    pub started_ms: u64,
+    /// Connected clients.
+    pub connected_clients: u64,
+    /// Connections accepted since start.
+    pub total_connections: u64,
+    /// Bytes the allocator has handed out, if the host counts them.
+    pub used_memory: Option<u64>,
+    /// Resident set size, if known.
+    pub rss: Option<u64>,
+    /// Number of shards serving the keyspace.
+    pub shards: usize,
+}
+
+/// A single-threaded Redis-compatible store.
+///
+/// ```
+/// use kvcore::Db;
+/// let mut db = Db::new();
+/// db.set(b"greeting", b"hello").unwrap();
+/// assert_eq!(db.get(b"greeting").unwrap().as_deref(), Some(&b"hello"[..]));
+/// assert_eq!(db.incr_by(b"counter", 5).unwrap(), 5);
+/// // Any command, by its arguments:
+/// let reply = db.execute(&[b"APPEND", b"greeting", b" world"]);
+/// assert_eq!(reply, kvcore::Reply::Int(11));
+/// ```
+pub struct Db {
+    pub(crate) dbs: Vec<Keyspace>,
+    clock: Clock,
+    pub(crate) now: u64,
+    /// Configuration (CONFIG GET/SET).
+    pub config: Config,
+    /// Statistics (INFO stats).
+    pub stats: Stats,
+    /// Host facts for INFO.
+    pub host: HostInfo,
+    rng: u64,
+    embedded: Session,
+    scratch: Vec<u8>,
+}
+
+impl Default for Db {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Db {
+    /// A store with default configuration and the system clock.
+    pub fn new() -> Self {
+        Self::with_config(Config::default())
+    }
+
+    /// A store with the given configuration and the system clock.
+    pub fn with_config(config: Config) -> Self {
+        let n = config.databases;
+        let mut embedded = Session::default();
+        embedded.authenticated = true;
+        let mut db = Db {
+            dbs: (0..n).map(|_| Keyspace::new()).collect(),
+            clock: Clock::System,
+            now: 0,
+            config,
+            stats: Stats::default(),
+            host: HostInfo { shards: 1, ..HostInfo::default() },
+            rng: 0x9e37_79b9_7f4a_7c15,
+            embedded,
+            scratch: Vec::new(),
+        };
+        db.refresh_clock();
+        db.host.started_ms = db.now;
+        db
+    }
+
+    /// Replaces the clock (tests use [`Clock::Manual`]) and refreshes the cached time.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+        self.refresh_clock();
+    }
+
+    /// The clock, mutable: advance a manual clock, then [`Db::refresh_clock`].
+    pub fn clock_mut(&mut self) -> &mut Clock {
+        &mut self.clock
+    }
+
+    /// Reads the clock once; every command until the next refresh sees this time.
+    /// A server calls this once per batch of pipelined commands.
+    pub fn refresh_clock(&mut self) {
+        self.now = self.clock.now_ms();
+    }
+
+    /// The cached current time in Unix ms.
+    pub fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    /// Number of logical databases.
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// One logical database.
+    pub fn keyspace(&mut self, index: usize) -> &mut Keyspace {
+        &mut self.dbs[index]
+    }
+
+    /// A pseudo-random number (xorshift64*), for RANDOMKEY and sampling.
+    pub fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Runs one command for a client and appends its reply to `out`.
+    /// `args[0]` is the command name; an empty `args` does nothing.
+    pub fn dispatch(&mut self, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
+        let Some(&name) = args.first() else { return };
+        let mut w = ReplyWriter { out, proto: session.proto };
+        let Some(spec) = commands::lookup(name) else {
+            commands::unknown_command(&mut w, args);
+            return;
+        };
+        if !spec.arity_ok(args.len()) {
+            commands::wrong_arity(&mut w, spec.name);
+            return;
+        }
+        if !session.authenticated && !spec.has(flags::NO_AUTH) {
+            if self.config.requirepass.is_empty() {
+                session.authenticated = true;
+            } else {
+                w.error(b"NOAUTH Authentication required.");
+                return;
+            }
+        }
+        self.stats.commands += 1;
+        let mut ctx = Ctx { db: self, session, out: w };
+        (spec.handler)(&mut ctx, args);
+    }
+
+    /// Runs any command by its arguments and returns the decoded reply (RESP2 session on the
+    /// embedded client's selected database). Reads the clock first.
+    pub fn execute(&mut self, args: &[&[u8]]) -> Reply {
+        self.refresh_clock();
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        let mut session = std::mem::take(&mut self.embedded);
+        self.dispatch(&mut session, args, &mut out);
+        self.embedded = session;
+        let reply = match parse_reply(&out) {
+            Ok(Some((v, _))) => v,
+            _ => Reply::Null,
+        };
+        self.scratch = out;
+        reply
+    }
+
+    /// Selects the database the typed methods and [`Db::execute`] use.
+    pub fn select(&mut self, index: usize) -> Result<(), crate::OpError> {
+        if index >= self.dbs.len() {
+            return Err(crate::OpError::DbIndexOutOfRange);
+        }
+        self.embedded.db = index;
+        Ok(())
+    }
+
+    /// The selected database of the embedded session.
+    pub(crate) fn embedded_db(&self) -> usize {
+        self.embedded.db
+    }
+
+    /// Periodic work between batches: active expiry within `budget`, bounded rehash steps.
+    /// Returns the number of keys expired.
+    pub fn cron(&mut self, budget: std::time::Duration) -> usize {
+        self.refresh_clock();
+        let start = std::time::Instant::now();
+        let now = self.now;
+        let mut expired = 0;
+        for ks in &mut self.dbs {
+            let mut rounds = 0u32;
+            expired += ks
+                .active_expire(now, || {
+                    rounds += 1;
+                    // Read the clock every 16 rounds, as Redis does.
+                    rounds % 16 != 0 || start.elapsed() < budget
+                })
+                .expired;
+            ks.housekeeping();
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        expired
+    }
+}

@@ -1,0 +1,396 @@
+//! One logical database: keys → values, and the expiry index.
+//!
+//! Keys live in a [`Dict`] of intrusively chained nodes (one allocation per key holding the
+//! chain link, the key, the value and the deadline). Keys with a deadline are also listed in a
+//! second dict, `expires`, which the active expiry cycle walks with a SCAN cursor, as Redis
+//! walks `db->expires`: keys without a TTL cost nothing there.
+//!
+//! Expiry is lazy on access — every lookup that finds a key past its deadline deletes it and
+//! reports it missing — plus [`Keyspace::active_expire`], which samples keys with a deadline in
+//! rounds of 20 and goes on while more than 10% of a round had expired and budget remains.
+//! Deadlines are absolute Unix milliseconds; `now` is passed in by the caller (cached per batch).
+
+use crate::dict::{Dict, Link};
+use crate::value::Value;
+
+/// One key's node in the main dict.
+#[derive(Debug)]
+pub struct KeyNode {
+    next: Option<Box<KeyNode>>,
+    key: Box<[u8]>,
+    /// The value.
+    pub value: Value,
+    /// Absolute deadline in Unix ms; 0 = no expiry. Mirrors the `expires` dict.
+    expire_at: u64,
+}
+
+impl KeyNode {
+    /// The key.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+    /// The deadline in Unix ms, if any.
+    pub fn expire_at(&self) -> Option<u64> {
+        (self.expire_at != 0).then_some(self.expire_at)
+    }
+    fn expired(&self, now: u64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now
+    }
+    /// Approximate bytes this key costs (node, key, value heap), for MEMORY USAGE.
+    pub fn mem_bytes(&self) -> usize {
+        std::mem::size_of::<KeyNode>() + self.key.len() + self.value.heap_bytes()
+    }
+}
+
+impl Link for Box<KeyNode> {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn next(&self) -> Option<&Self> {
+        self.next.as_ref()
+    }
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        &mut self.next
+    }
+}
+
+/// A key's entry in the expiry index.
+#[derive(Debug)]
+struct ExpNode {
+    next: Option<Box<ExpNode>>,
+    key: Box<[u8]>,
+    at: u64,
+}
+
+impl Link for Box<ExpNode> {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn next(&self) -> Option<&Self> {
+        self.next.as_ref()
+    }
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        &mut self.next
+    }
+}
+
+/// What a write does to the key's deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ttl {
+    /// Remove any deadline (plain SET).
+    Clear,
+    /// Keep the current deadline (SET KEEPTTL, in-place modifications).
+    Keep,
+    /// Set this absolute deadline in Unix ms.
+    At(u64),
+}
+
+/// Counters of one active expiry run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireRun {
+    /// Keys looked at.
+    pub sampled: usize,
+    /// Keys deleted.
+    pub expired: usize,
+}
+
+/// Keys sampled per active-expire round (Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP).
+pub const EXPIRE_SAMPLE: usize = 20;
+
+/// One logical database.
+pub struct Keyspace {
+    main: Dict<Box<KeyNode>>,
+    expires: Dict<Box<ExpNode>>,
+    expire_cursor: u64,
+    /// Keys found expired and deleted (lazily or actively) since start.
+    pub expired_keys: u64,
+}
+
+impl Default for Keyspace {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Keyspace {
+    /// An empty database.
+    pub fn new() -> Self {
+        Keyspace { main: Dict::new(), expires: Dict::new(), expire_cursor: 0, expired_keys: 0 }
+    }
+
+    /// Number of keys, including ones past their deadline not yet collected.
+    pub fn len(&self) -> usize {
+        self.main.len()
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.main.is_empty()
+    }
+
+    /// Number of keys with a deadline.
+    pub fn expires_len(&self) -> usize {
+        self.expires.len()
+    }
+
+    /// Deletes the key if it is past its deadline; returns whether it is (still) live.
+    fn check_live(&mut self, key: &[u8], now: u64) -> bool {
+        match self.main.get(key) {
+            None => false,
+            Some(n) if n.expired(now) => {
+                self.delete_node(key);
+                self.expired_keys += 1;
+                false
+            }
+            Some(_) => true,
+        }
+    }
+
+    fn delete_node(&mut self, key: &[u8]) -> Option<Box<KeyNode>> {
+        let node = self.main.remove(key)?;
+        if node.expire_at != 0 {
+            self.expires.remove(key);
+        }
+        Some(node)
+    }
+
+    /// The live node of `key`.
+    pub fn get(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
+        if !self.check_live(key, now) {
+            return None;
+        }
+        self.main.get(key).map(|b| &**b)
+    }
+
+    /// The live node of `key`, read without collecting it when expired (for `&self` callers).
+    pub fn peek(&self, key: &[u8], now: u64) -> Option<&KeyNode> {
+        self.main.get(key).map(|b| &**b).filter(|n| !n.expired(now))
+    }
+
+    /// The live value of `key`, mutable.
+    pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
+        if !self.check_live(key, now) {
+            return None;
+        }
+        self.main.get_mut(key).map(|n| &mut n.value)
+    }
+
+    /// Whether `key` exists and is live.
+    pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
+        self.check_live(key, now)
+    }
+
+    /// Stores `value` under `key`, replacing any old value, with the deadline `ttl` says.
+    pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
+        if self.check_live(key, now) {
+            if let Some(node) = self.main.get_mut(key) {
+                node.value = value;
+                let old = node.expire_at;
+                let new = match ttl {
+                    Ttl::Clear => 0,
+                    Ttl::Keep => old,
+                    Ttl::At(t) => t,
+                };
+                node.expire_at = new;
+                self.sync_expire(key, old, new);
+                return;
+            }
+        }
+        let at = match ttl {
+            Ttl::At(t) => t,
+            Ttl::Clear | Ttl::Keep => 0,
+        };
+        self.insert_new(key.into(), value, at);
+    }
+
+    fn insert_new(&mut self, key: Box<[u8]>, value: Value, at: u64) {
+        if at != 0 {
+            self.expires.insert(Box::new(ExpNode { next: None, key: key.clone(), at }));
+        }
+        self.main.insert_new(Box::new(KeyNode { next: None, key, value, expire_at: at }));
+    }
+
+    /// Inserts a key known to be absent (callers checked with a lookup first).
+    pub fn insert_absent(&mut self, key: &[u8], value: Value, ttl: Ttl) {
+        let at = match ttl {
+            Ttl::At(t) => t,
+            _ => 0,
+        };
+        self.insert_new(key.into(), value, at);
+    }
+
+    fn sync_expire(&mut self, key: &[u8], old: u64, new: u64) {
+        match (old != 0, new != 0) {
+            (false, false) => {}
+            (true, false) => {
+                self.expires.remove(key);
+            }
+            (false, true) => {
+                self.expires.insert(Box::new(ExpNode { next: None, key: key.into(), at: new }));
+            }
+            (true, true) => {
+                if let Some(e) = self.expires.get_mut(key) {
+                    e.at = new;
+                }
+            }
+        }
+    }
+
+    /// Removes `key`; returns its value if it was live.
+    pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Value> {
+        if !self.check_live(key, now) {
+            return None;
+        }
+        self.delete_node(key).map(|n| n.value)
+    }
+
+    /// Removes `key` with its deadline; returns `(value, deadline)` if it was live.
+    pub fn take(&mut self, key: &[u8], now: u64) -> Option<(Value, Ttl)> {
+        if !self.check_live(key, now) {
+            return None;
+        }
+        self.delete_node(key).map(|n| {
+            let ttl = if n.expire_at != 0 { Ttl::At(n.expire_at) } else { Ttl::Clear };
+            (n.value, ttl)
+        })
+    }
+
+    /// The deadline of a live key: `Some(None)` when it has none, `None` when missing.
+    pub fn expire_of(&mut self, key: &[u8], now: u64) -> Option<Option<u64>> {
+        self.get(key, now).map(KeyNode::expire_at)
+    }
+
+    /// Sets or clears the deadline of a live key; returns false when the key is missing.
+    pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
+        if !self.check_live(key, now) {
+            return false;
+        }
+        let Some(node) = self.main.get_mut(key) else { return false };
+        let old = node.expire_at;
+        let new = at.unwrap_or(0);
+        node.expire_at = new;
+        self.sync_expire(key, old, new);
+        true
+    }
+
+    /// One step of a SCAN over all keys (expired ones included; callers filter).
+    pub fn scan(&self, cursor: u64, f: impl FnMut(&KeyNode)) -> u64 {
+        let mut f = f;
+        self.main.scan(cursor, |n| f(n))
+    }
+
+    /// Iterates over every node, expired ones included.
+    pub fn iter(&self) -> impl Iterator<Item = &KeyNode> {
+        self.main.iter().map(|b| &**b)
+    }
+
+    /// A random live key, trying a few samples past expired ones.
+    pub fn random_key(&mut self, mut rng: impl FnMut() -> u64, now: u64) -> Option<Box<[u8]>> {
+        for _ in 0..100 {
+            let node = self.main.random(rng())?;
+            if !node.expired(now) {
+                return Some(node.key.clone());
+            }
+            let key = node.key.clone();
+            self.check_live(&key, now);
+        }
+        None
+    }
+
+    /// Removes every key.
+    pub fn clear(&mut self) {
+        self.main.clear();
+        self.expires.clear();
+        self.expire_cursor = 0;
+    }
+
+    /// Runs active expiry: rounds of [`EXPIRE_SAMPLE`] keys with a deadline, repeated while
+    /// more than 10% of a round had expired and `keep_going()` allows another round.
+    pub fn active_expire(&mut self, now: u64, mut keep_going: impl FnMut() -> bool) -> ExpireRun {
+        let mut run = ExpireRun::default();
+        let mut dead: Vec<Box<[u8]>> = Vec::new();
+        loop {
+            if self.expires.is_empty() {
+                break;
+            }
+            let mut sampled = 0;
+            let mut cursor = self.expire_cursor;
+            // A scan step visits one bucket; take steps until a round's worth was sampled.
+            loop {
+                cursor = self.expires.scan(cursor, |e| {
+                    sampled += 1;
+                    if e.at <= now {
+                        dead.push(e.key.clone());
+                    }
+                });
+                if cursor == 0 || sampled >= EXPIRE_SAMPLE {
+                    break;
+                }
+            }
+            self.expire_cursor = cursor;
+            let expired = dead.len();
+            for k in dead.drain(..) {
+                self.delete_node(&k);
+            }
+            run.sampled += sampled;
+            run.expired += expired;
+            self.expired_keys += expired as u64;
+            if expired * 10 <= sampled || !keep_going() {
+                break;
+            }
+        }
+        run
+    }
+
+    /// Background maintenance between batches: a bounded rehash step and shrinking.
+    pub fn housekeeping(&mut self) {
+        self.main.maybe_shrink();
+        self.expires.maybe_shrink();
+        self.main.rehash_step(64);
+        self.expires.rehash_step(64);
+    }
+
+    /// Heap bytes of the bucket arrays.
+    pub fn table_bytes(&self) -> usize {
+        self.main.table_bytes() + self.expires.table_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_and_active_expiry() {
+        let mut ks = Keyspace::new();
+        ks.set(b"a", Value::Int(1), Ttl::At(100), 0);
+        ks.set(b"b", Value::Int(2), Ttl::Clear, 0);
+        assert!(ks.contains(b"a", 99));
+        assert!(!ks.contains(b"a", 100));
+        assert_eq!(ks.len(), 1);
+        assert_eq!(ks.expires_len(), 0);
+        for i in 0..1000u32 {
+            ks.set(&i.to_be_bytes(), Value::Int(1), Ttl::At(50), 0);
+        }
+        assert_eq!(ks.expires_len(), 1000);
+        let run = ks.active_expire(60, || true);
+        assert_eq!(run.expired, 1000);
+        assert_eq!(ks.len(), 1);
+        assert_eq!(ks.expires_len(), 0);
+    }
+
+    #[test]
+    fn ttl_kinds() {
+        let mut ks = Keyspace::new();
+        ks.set(b"k", Value::Int(1), Ttl::At(500), 0);
+        ks.set(b"k", Value::Int(2), Ttl::Keep, 0);
+        assert_eq!(ks.expire_of(b"k", 0), Some(Some(500)));
+        ks.set(b"k", Value::Int(3), Ttl::Clear, 0);
+        assert_eq!(ks.expire_of(b"k", 0), Some(None));
+        assert_eq!(ks.expires_len(), 0);
+        assert!(ks.set_expire(b"k", Some(10), 0));
+        assert_eq!(ks.expires_len(), 1);
+        assert_eq!(ks.remove(b"k", 20), None);
+        assert_eq!(ks.expires_len(), 0);
+    }
+}

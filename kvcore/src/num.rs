@@ -1,0 +1,121 @@
+//! Number parsing and formatting exactly as Redis does it.
+//!
+//! Redis is strict: `string2ll` accepts an optional `-`, no `+`, no spaces, no leading zeros,
+//! and rejects `-0`; clients rely on `INCR` refusing `" 1"` and on `"007"` staying a string.
+
+/// Parses a signed 64-bit integer the way Redis's `string2ll` does.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    let (neg, digits) = match s {
+        [] => return None,
+        [b'0'] => return Some(0),
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    match digits.first() {
+        Some(b'1'..=b'9') => {}
+        _ => return None,
+    }
+    // Accumulate as a negative number so that i64::MIN parses without overflow.
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_sub(i64::from(c - b'0'))?;
+    }
+    if neg {
+        Some(v)
+    } else {
+        v.checked_neg()
+    }
+}
+
+/// Parses a non-negative integer that must fit in `u64` (strict, like [`parse_i64`]).
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    match s {
+        [b'0'] => Some(0),
+        [b'1'..=b'9', ..] => {
+            let mut v: u64 = 0;
+            for &c in s {
+                if !c.is_ascii_digit() {
+                    return None;
+                }
+                v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+            }
+            Some(v)
+        }
+        _ => None,
+    }
+}
+
+/// Parses a float the way Redis's `getLongDoubleFromObject` does for INCRBYFLOAT: the whole
+/// string must be consumed, no leading space, and NaN is rejected. Infinity is accepted.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    match s.first() {
+        None => return None,
+        Some(c) if c.is_ascii_whitespace() => return None,
+        _ => {}
+    }
+    let text = std::str::from_utf8(s).ok()?;
+    let v: f64 = match text.to_ascii_lowercase().as_str() {
+        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
+        "-inf" | "-infinity" => f64::NEG_INFINITY,
+        t if t.contains("nan") || t.contains("inf") => return None,
+        _ => text.parse().ok()?,
+    };
+    (!v.is_nan()).then_some(v)
+}
+
+/// Formats an integer into `buf` and returns the written bytes.
+pub fn fmt_i64(v: i64, buf: &mut itoa::Buffer) -> &[u8] {
+    buf.format(v).as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_integers() {
+        for (s, v) in [
+            ("0", Some(0)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-0", None),
+            ("+1", None),
+            ("01", None),
+            (" 1", None),
+            ("1 ", None),
+            ("", None),
+            ("-", None),
+            ("1a", None),
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), v, "{s:?}");
+        }
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"-1"), None);
+    }
+
+    #[test]
+    fn floats() {
+        assert_eq!(parse_f64(b"1.5"), Some(1.5));
+        assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+        assert_eq!(parse_f64(b"-inf"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"nan"), None);
+        assert_eq!(parse_f64(b" 1"), None);
+        assert_eq!(parse_f64(b"1 "), None);
+        assert_eq!(parse_f64(b""), None);
+        assert_eq!(parse_f64(b"abc"), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn i64_roundtrip(v: i64) {
+            let mut b = itoa::Buffer::new();
+            proptest::prop_assert_eq!(parse_i64(fmt_i64(v, &mut b)), Some(v));
+        }
+    }
+}

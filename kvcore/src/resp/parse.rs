@@ -1,0 +1,379 @@
+//! Request parser: multibulk (`*N\r\n$len\r\n...`) and inline (`PING\r\n`) commands.
+//!
+//! The parser is stateless between calls: it looks at the unconsumed bytes
+//! of a connection and returns one whole command, or `Incomplete` (nothing
+//! consumed), or the protocol error Redis would send before closing the
+//! connection. Every length is checked against [`Limits`] before the parser
+//! waits for the bytes it announces, so a peer cannot make it buffer more
+//! than one line of `max_inline_len` bytes or one bulk of `max_bulk_len`.
+//!
+//! Redis quirks kept on purpose, because clients and tests rely on them:
+//! a header line ends at the first `\r` and the byte after it is skipped
+//! unread, and so are the two bytes after each bulk's data (Redis never
+//! checks that they are `\r\n`).
+
+use memchr::memchr;
+use smallvec::SmallVec;
+
+use super::ProtocolError;
+
+/// The arguments of one command: slices of the input buffer, or of the
+/// parser's scratch space for inline arguments that needed unescaping.
+pub type Args<'a> = SmallVec<[&'a [u8]; 16]>;
+
+/// The smallest encoding of one multibulk argument: `$0\r\n\r\n`.
+const MIN_ARG_BYTES: usize = 6;
+
+/// Bounds on what one request may announce; checked before waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest bulk argument (Redis's `proto-max-bulk-len`).
+    pub max_bulk_len: usize,
+    /// Largest argument count of a multibulk request.
+    pub max_args: usize,
+    /// Longest inline request or header line without a newline.
+    pub max_inline_len: usize,
+}
+
+impl Default for Limits {
+    /// Redis's defaults: 512 MiB bulks, 64 KiB inline lines; 1 Mi arguments.
+    fn default() -> Self {
+        Limits { max_bulk_len: 512 * 1024 * 1024, max_args: 1024 * 1024, max_inline_len: 64 * 1024 }
+    }
+}
+
+/// What one call to [`Parser::parse`] found at the start of the buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// One command; `consumed` bytes of the input belong to it. `args` may be
+    /// empty (empty inline line, `*0`, `*-1`): the caller just skips it.
+    Command {
+        /// The command name and its arguments.
+        args: Args<'a>,
+        /// Bytes of the input this command used; always at least 1.
+        consumed: usize,
+    },
+    /// Not a whole command yet; nothing consumed. `hint` is a lower bound on
+    /// the total bytes the command needs (0 when nothing is known), e.g.
+    /// header plus data once a bulk header announces 10 MB. It is only a
+    /// bound announced by the peer: cap any buffer growth based on it.
+    Incomplete {
+        /// Lower bound on the bytes the whole command needs, or 0.
+        hint: usize,
+    },
+}
+
+/// Where an argument of an inline command lives.
+#[derive(Clone, Copy)]
+enum Tok {
+    /// `line[start..end]`, used as is.
+    Line(usize, usize),
+    /// `inline_scratch[start..end]`, unescaped.
+    Scratch(usize, usize),
+}
+
+/// A request parser; keep one per connection to reuse its scratch space.
+#[derive(Debug, Default)]
+pub struct Parser {
+    limits: Limits,
+    /// Unescaped inline arguments of the last inline command.
+    inline_scratch: Vec<u8>,
+}
+
+impl Parser {
+    /// A parser enforcing `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Parser { limits, inline_scratch: Vec::new() }
+    }
+
+    /// Replaces the limits (e.g. after `CONFIG SET proto-max-bulk-len`).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Parses the command at the start of `buf`.
+    ///
+    /// Multibulk arguments borrow `buf`; inline arguments borrow `buf` or
+    /// the parser's scratch space, which the next call reuses.
+    pub fn parse<'a>(&'a mut self, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
+        match buf.first() {
+            None => Ok(Parsed::Incomplete { hint: 0 }),
+            Some(b'*') => parse_multibulk(&self.limits, buf),
+            Some(_) => self.parse_inline(buf),
+        }
+    }
+
+    #[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+    fn parse_inline<'a>(&'a mut self, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
+        let max = self.limits.max_inline_len;
+        let window = buf.get(..max.saturating_add(1)).unwrap_or(buf);
+        let Some(newline) = memchr(b'\n', window) else {
+            return if buf.len() > max {
+                Err(ProtocolError::TooBigInline)
+            } else {
+                Ok(Parsed::Incomplete { hint: 0 })
+            };
+        };
+        let line_end = match newline.checked_sub(1) {
+            Some(cr) if buf.get(cr) == Some(&b'\r') => cr,
+            _ => newline,
+        };
+        let line = buf.get(..line_end).unwrap_or_default();
+        let mut toks: SmallVec<[Tok; 16]> = SmallVec::new();
+        split_args(line, &mut self.inline_scratch, &mut toks)?;
+        let this: &'a Parser = self;
+        let args = toks
+            .iter()
+            .map(|&tok| match tok {
+                Tok::Line(start, end) => line.get(start..end),
+                Tok::Scratch(start, end) => this.inline_scratch.get(start..end),
+            })
+            .map(Option::unwrap_or_default)
+            .collect();
+        Ok(Parsed::Command { args, consumed: newline.saturating_add(1) })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Multibulk
+// ---------------------------------------------------------------------------
+
+#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
+    let incomplete = |hint| Ok(Parsed::Incomplete { hint });
+    let Some((digits_end, mut pos)) =
+        header_line(buf, 0, limits.max_inline_len, ProtocolError::TooBigMbulkCount)?
+    else {
+        return incomplete(0);
+    };
+    let count = buf
+        .get(1..digits_end)
+        .and_then(string2ll)
+        .ok_or(ProtocolError::InvalidMultibulkLength)?;
+    if count <= 0 {
+        return Ok(Parsed::Command { args: Args::new(), consumed: pos });
+    }
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&n| n <= limits.max_args && n <= i32::MAX as usize)
+        .ok_or(ProtocolError::InvalidMultibulkLength)?;
+
+    let mut args = Args::new();
+    // Trust the count only as far as the bytes at hand can back it.
+    args.reserve(count.min(buf.len().saturating_sub(pos) / MIN_ARG_BYTES));
+    for done in 0..count {
+        let left_after = count.saturating_sub(done).saturating_sub(1);
+        let rest_min = left_after.saturating_mul(MIN_ARG_BYTES);
+        let Some((digits_end, data)) =
+            header_line(buf, pos, limits.max_inline_len, ProtocolError::TooBigBulkCount)?
+        else {
+            return incomplete(pos.saturating_add(MIN_ARG_BYTES).saturating_add(rest_min));
+        };
+        match buf.get(pos) {
+            Some(b'$') => {}
+            Some(&other) => return Err(ProtocolError::ExpectedDollar(other)),
+            None => return incomplete(0),
+        }
+        let len = buf
+            .get(pos.saturating_add(1)..digits_end)
+            .and_then(string2ll)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n <= limits.max_bulk_len)
+            .ok_or(ProtocolError::InvalidBulkLength)?;
+        let end = data.saturating_add(len);
+        let next = end.saturating_add(2);
+        match buf.get(data..end) {
+            Some(arg) if next <= buf.len() => {
+                args.push(arg);
+                pos = next;
+            }
+            _ => return incomplete(next.saturating_add(rest_min)),
+        }
+    }
+    Ok(Parsed::Command { args, consumed: pos })
+}
+
+/// Finds the header line starting at `start` (on its type byte).
+///
+/// Returns the index of its `\r` and the index after the byte that follows
+/// it, or `None` while the line is incomplete. As in Redis, a line with no
+/// `\r` within `max` bytes fails with `too_big`.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+fn header_line(
+    buf: &[u8],
+    start: usize,
+    max: usize,
+    too_big: ProtocolError,
+) -> Result<Option<(usize, usize)>, ProtocolError> {
+    let rest = buf.get(start..).unwrap_or_default();
+    let window = rest.get(..max.saturating_add(1)).unwrap_or(rest);
+    match memchr(b'\r', window) {
+        Some(cr) if cr.saturating_add(2) <= rest.len() => {
+            Ok(Some((start.saturating_add(cr), start.saturating_add(cr).saturating_add(2))))
+        }
+        Some(_) => Ok(None),
+        None if rest.len() > max => Err(too_big),
+        None => Ok(None),
+    }
+}
+
+/// Redis's `string2ll`: an optional `-`, no leading zeros or `+`, at most 20
+/// characters, no overflow.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add(u64::from(c.wrapping_sub(b'0')))?;
+    }
+    if negative {
+        0i64.checked_sub_unsigned(value)
+    } else {
+        i64::try_from(value).ok()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Inline
+// ---------------------------------------------------------------------------
+
+/// C's `isspace` in the "C" locale.
+fn is_c_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// Splits an inline line like Redis's `sdssplitargs`.
+///
+/// Plain words become `Tok::Line`; words with quotes are unescaped into
+/// `scratch`. One difference: a NUL byte is an ordinary byte here, where
+/// Redis's C strings stop at it.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+fn split_args(
+    line: &[u8],
+    scratch: &mut Vec<u8>,
+    toks: &mut SmallVec<[Tok; 16]>,
+) -> Result<(), ProtocolError> {
+    scratch.clear();
+    let at = |i: usize| line.get(i).copied();
+    let mut i = 0usize;
+    loop {
+        while at(i).is_some_and(is_c_space) {
+            i = i.saturating_add(1);
+        }
+        if i >= line.len() {
+            return Ok(());
+        }
+        // A word without quotes is used in place.
+        let start = i;
+        while let Some(c) = at(i) {
+            if matches!(c, b' ' | b'\n' | b'\r' | b'\t' | b'"' | b'\'') {
+                break;
+            }
+            i = i.saturating_add(1);
+        }
+        if !matches!(at(i), Some(b'"' | b'\'')) {
+            toks.push(Tok::Line(start, i));
+            i = i.saturating_add(1);
+            continue;
+        }
+        // Otherwise: copy what came before the quote, then unescape.
+        let first = scratch.len();
+        scratch.extend_from_slice(line.get(start..i).unwrap_or_default());
+        i = unquote(line, i, scratch)?;
+        toks.push(Tok::Scratch(first, scratch.len()));
+    }
+}
+
+/// Runs `sdssplitargs`'s word loop from `i` (on an opening quote) to the
+/// end of the word; returns the index after the byte that ended it.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+fn unquote(line: &[u8], mut i: usize, out: &mut Vec<u8>) -> Result<usize, ProtocolError> {
+    let at = |i: usize| line.get(i).copied();
+    let next = |i: usize| at(i.saturating_add(1));
+    // A closing quote must be followed by a space or the end of the line.
+    let closes = |i: usize| match next(i) {
+        Some(c) if !is_c_space(c) => Err(ProtocolError::UnbalancedQuotes),
+        _ => Ok(()),
+    };
+    let (mut in_double, mut in_single) = (false, false);
+    loop {
+        let Some(c) = at(i) else {
+            return if in_double || in_single { Err(ProtocolError::UnbalancedQuotes) } else { Ok(i) };
+        };
+        let mut done = false;
+        if in_double {
+            let hex = (next(i) == Some(b'x'))
+                .then(|| Some(hex_value(at(i.saturating_add(2))?)? << 4 | hex_value(at(i.saturating_add(3))?)?))
+                .flatten();
+            match (c, hex, next(i)) {
+                (b'\\', Some(byte), _) => {
+                    out.push(byte);
+                    i = i.saturating_add(3);
+                }
+                (b'\\', None, Some(escaped)) => {
+                    out.push(match escaped {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                    i = i.saturating_add(1);
+                }
+                (b'"', _, _) => {
+                    closes(i)?;
+                    done = true;
+                }
+                _ => out.push(c),
+            }
+        } else if in_single {
+            match (c, next(i)) {
+                (b'\\', Some(b'\'')) => {
+                    out.push(b'\'');
+                    i = i.saturating_add(1);
+                }
+                (b'\'', _) => {
+                    closes(i)?;
+                    done = true;
+                }
+                _ => out.push(c),
+            }
+        } else {
+            match c {
+                b' ' | b'\n' | b'\r' | b'\t' => done = true,
+                b'"' => in_double = true,
+                b'\'' => in_single = true,
+                _ => out.push(c),
+            }
+        }
+        i = i.saturating_add(1);
+        if done {
+            return Ok(i);
+        }
+    }
+}
+
+fn hex_value(c: u8) -> Option<u8> {
+    char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok())
+}

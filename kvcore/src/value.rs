@@ -1,0 +1,142 @@
+//! Values stored under keys, with the encodings Redis reports through `OBJECT ENCODING`.
+//!
+//! Strings that look like canonical 64-bit integers are stored as integers (`int`); other
+//! strings keep their bytes: `embstr` when created short (at most 44 bytes, Redis's limit),
+//! `raw` when longer or once modified in place by APPEND or SETRANGE.
+
+use crate::num;
+
+/// Longest string Redis stores with the `embstr` encoding.
+pub const EMBSTR_MAX: usize = 44;
+
+/// A value held by a key.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A string that is a canonical integer.
+    Int(i64),
+    /// A string created whole (SET, GETSET ...): `embstr` up to 44 bytes, else `raw`.
+    Str(Box<[u8]>),
+    /// A string modified in place (APPEND, SETRANGE): always `raw`, grows amortized.
+    Raw(Vec<u8>),
+}
+
+/// The kind of value, as `TYPE` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueType {
+    /// `string`
+    String,
+}
+
+impl ValueType {
+    /// The name `TYPE` replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::String => "string",
+        }
+    }
+
+    /// Parses a `SCAN ... TYPE name` argument (case-insensitive).
+    pub fn from_name(name: &[u8]) -> Option<ValueType> {
+        name.eq_ignore_ascii_case(b"string")
+            .then_some(ValueType::String)
+    }
+}
+
+impl Value {
+    /// Builds a string value from bytes, choosing `int` when the bytes are a canonical integer.
+    pub fn from_bytes(b: &[u8]) -> Value {
+        if b.len() <= 20 {
+            if let Some(i) = num::parse_i64(b) {
+                return Value::Int(i);
+            }
+        }
+        Value::Str(b.into())
+    }
+
+    /// The value's type.
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Value::Int(_) | Value::Str(_) | Value::Raw(_) => ValueType::String,
+        }
+    }
+
+    /// The encoding name `OBJECT ENCODING` reports.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "int",
+            Value::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
+            Value::Str(_) | Value::Raw(_) => "raw",
+        }
+    }
+
+    /// The string bytes of a string value; integers are formatted into `buf`.
+    /// Returns `None` for non-string types.
+    pub fn as_str<'a>(&'a self, buf: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
+        match self {
+            Value::Int(i) => Some(num::fmt_i64(*i, buf)),
+            Value::Str(b) => Some(b),
+            Value::Raw(v) => Some(v),
+        }
+    }
+
+    /// The length in bytes of a string value (STRLEN), without formatting integers.
+    pub fn str_len(&self) -> Option<usize> {
+        match self {
+            Value::Int(i) => Some(int_len(*i)),
+            Value::Str(b) => Some(b.len()),
+            Value::Raw(v) => Some(v.len()),
+        }
+    }
+
+    /// Turns a string value into a growable `raw` byte vector in place and returns it.
+    pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Value::Int(i) => *self = Value::Raw(itoa::Buffer::new().format(*i).as_bytes().to_vec()),
+            Value::Str(b) => *self = Value::Raw(std::mem::take(b).into_vec()),
+            Value::Raw(_) => {}
+        }
+        match self {
+            Value::Raw(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Heap bytes owned by the value (not counting the value enum itself).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Int(_) => 0,
+            Value::Str(b) => b.len(),
+            Value::Raw(v) => v.capacity(),
+        }
+    }
+}
+
+/// Number of bytes of the decimal form of `i`.
+fn int_len(i: i64) -> usize {
+    let digits = if i == 0 { 1 } else { i.unsigned_abs().ilog10() as usize + 1 };
+    digits + usize::from(i < 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings() {
+        assert_eq!(Value::from_bytes(b"123").encoding(), "int");
+        assert_eq!(Value::from_bytes(b"0123").encoding(), "embstr");
+        assert_eq!(Value::from_bytes(&[b'a'; 44]).encoding(), "embstr");
+        assert_eq!(Value::from_bytes(&[b'a'; 45]).encoding(), "raw");
+        let mut v = Value::from_bytes(b"12");
+        v.make_raw().unwrap().push(b'3');
+        assert_eq!(v.encoding(), "raw");
+        assert_eq!(v.as_str(&mut itoa::Buffer::new()).unwrap(), b"123");
+    }
+
+    #[test]
+    fn int_lengths() {
+        for i in [0, 1, 9, 10, -1, -10, 99, i64::MAX, i64::MIN] {
+            assert_eq!(int_len(i), i.to_string().len());
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! kvserver
+
+fn main() {}
