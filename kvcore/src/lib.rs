@@ -17,10 +17,8 @@
 //! assert_eq!(db.execute(&[b"GET", b"k"]), kvcore::Reply::Bulk(b"v".to_vec()));
 //! ```
 
-#[path = "/work/scratch/stubs/resp/mod.rs"]
-pub mod resp;
-#[path = "/work/scratch/stubs/dict.rs"]
 pub mod dict;
+pub mod resp;
 
 pub mod clock;
 pub mod commands;
@@ -35,6 +33,7 @@ pub mod value;
 pub use clock::Clock;
 pub use commands::strings_api::{SetCondition, SetOptions, SetOutcome};
 pub use commands::keys_api::ExpireFlags;
+pub use commands::server_api::ShardStats;
 pub use db::{Db, HostInfo, Session, Stats};
 pub use error::{OpError, OpResult};
 pub use keyspace::Ttl;

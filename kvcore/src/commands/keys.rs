@@ -177,6 +177,25 @@ impl Db {
         Ok(true)
     }
 
+    /// Removes a live key and returns its value and deadline (to move it to another shard).
+    pub fn take_in(&mut self, dbi: usize, key: &[u8]) -> Option<(crate::value::Value, Ttl)> {
+        let now = self.now;
+        self.dbs[dbi].take(key, now)
+    }
+
+    /// A copy of a live key's value and deadline (to copy it to another shard).
+    pub fn dump_in(&mut self, dbi: usize, key: &[u8]) -> Option<(crate::value::Value, Ttl)> {
+        let now = self.now;
+        let n = self.dbs[dbi].get(key, now)?;
+        Some((n.value.clone(), n.expire_at().map_or(Ttl::Clear, Ttl::At)))
+    }
+
+    /// Stores a value taken from another shard, replacing any value the key had.
+    pub fn restore_in(&mut self, dbi: usize, key: &[u8], value: crate::value::Value, ttl: Ttl) {
+        let now = self.now;
+        self.dbs[dbi].set(key, value, ttl, now);
+    }
+
     /// KEYS: every live key of database `dbi` matching `pattern`.
     pub fn keys_in(&self, dbi: usize, pattern: &[u8]) -> Vec<Vec<u8>> {
         let now = self.now;
@@ -406,7 +425,7 @@ fn keys(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 /// Parsed SCAN arguments (after the cursor).
-pub(crate) struct ScanArgs<'a> {
+pub struct ScanArgs<'a> {
     /// The cursor.
     pub cursor: u64,
     /// MATCH pattern.
@@ -418,7 +437,7 @@ pub(crate) struct ScanArgs<'a> {
 }
 
 /// Parses `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`; `Err` carries the reply text.
-pub(crate) fn parse_scan<'a>(a: &[&'a [u8]]) -> Result<ScanArgs<'a>, &'static [u8]> {
+pub fn parse_scan<'a>(a: &[&'a [u8]]) -> Result<ScanArgs<'a>, &'static [u8]> {
     // Redis reads the cursor with strtoul: a leading '-' wraps around.
     let cursor = match crate::num::parse_u64(a[1]) {
         Some(c) => c,

@@ -8,7 +8,7 @@
 
 pub(crate) mod args;
 mod connection;
-mod keys;
+pub(crate) mod keys;
 mod server;
 mod strings;
 
@@ -18,7 +18,11 @@ pub mod strings_api {
 }
 /// Typed options of the key commands.
 pub mod keys_api {
-    pub use super::keys::ExpireFlags;
+    pub use super::keys::{parse_scan, ExpireFlags, ScanArgs};
+}
+/// INFO over several shards.
+pub mod server_api {
+    pub use super::server::ShardStats;
 }
 
 use std::sync::OnceLock;

@@ -135,9 +135,51 @@ fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
 /// Sections INFO prints by default, in order.
 const SECTIONS: &[&str] = &["server", "clients", "memory", "stats", "replication", "cpu", "keyspace"];
 
+/// Counters of one shard that INFO sums over all shards.
+#[derive(Clone, Debug, Default)]
+pub struct ShardStats {
+    /// `(keys, keys with a deadline)` of each logical database.
+    pub keyspace: Vec<(usize, usize)>,
+    /// Command and hit/miss counters.
+    pub stats: crate::Stats,
+    /// Keys expired since start.
+    pub expired: u64,
+}
+
+impl ShardStats {
+    /// Adds another shard's counters to these.
+    pub fn merge(&mut self, o: &ShardStats) {
+        if self.keyspace.len() < o.keyspace.len() {
+            self.keyspace.resize(o.keyspace.len(), (0, 0));
+        }
+        for (a, b) in self.keyspace.iter_mut().zip(&o.keyspace) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+        self.stats.commands += o.stats.commands;
+        self.stats.keyspace_hits += o.stats.keyspace_hits;
+        self.stats.keyspace_misses += o.stats.keyspace_misses;
+        self.expired += o.expired;
+    }
+}
+
 impl Db {
+    /// This store's counters, for INFO over several shards.
+    pub fn shard_stats(&self) -> ShardStats {
+        ShardStats {
+            keyspace: self.dbs.iter().map(|k| (k.len(), k.expires_len())).collect(),
+            stats: self.stats,
+            expired: self.dbs.iter().map(|k| k.expired_keys).sum(),
+        }
+    }
+
     /// The text of one INFO section (with its `# Title` line), or `None` if unknown.
     pub fn info_section(&self, name: &str) -> Option<String> {
+        self.info_section_with(name, &self.shard_stats())
+    }
+
+    /// Like [`Db::info_section`], with counters summed over shards.
+    pub fn info_section_with(&self, name: &str, agg: &ShardStats) -> Option<String> {
         use std::fmt::Write;
         let mut s = String::new();
         let h = &self.host;
@@ -178,11 +220,11 @@ impl Db {
                 );
             }
             "stats" => {
-                let expired: u64 = self.dbs.iter().map(|k| k.expired_keys).sum();
+                let expired = agg.expired;
                 let _ = write!(
                     s,
                     "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
-                    h.total_connections, self.stats.commands, self.stats.keyspace_hits, self.stats.keyspace_misses,
+                    h.total_connections, agg.stats.commands, agg.stats.keyspace_hits, agg.stats.keyspace_misses,
                 );
             }
             "replication" => s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
@@ -191,9 +233,9 @@ impl Db {
             }
             "keyspace" => {
                 s.push_str("# Keyspace\r\n");
-                for (i, ks) in self.dbs.iter().enumerate() {
-                    if !ks.is_empty() {
-                        let _ = write!(s, "db{i}:keys={},expires={},avg_ttl=0\r\n", ks.len(), ks.expires_len());
+                for (i, &(keys, expires)) in agg.keyspace.iter().enumerate() {
+                    if keys > 0 {
+                        let _ = write!(s, "db{i}:keys={keys},expires={expires},avg_ttl=0\r\n");
                     }
                 }
             }
@@ -212,11 +254,16 @@ impl Db {
 
     /// INFO text for the requested sections (empty = default sections).
     pub fn info(&self, sections: &[&[u8]]) -> String {
+        self.info_with(sections, &self.shard_stats())
+    }
+
+    /// INFO text with counters summed over shards.
+    pub fn info_with(&self, sections: &[&[u8]], agg: &ShardStats) -> String {
         let mut wanted: Vec<String> = sections.iter().map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
         if wanted.is_empty() || wanted.iter().any(|w| w == "default" || w == "all" || w == "everything") {
             wanted = SECTIONS.iter().map(|s| s.to_string()).collect();
         }
-        let parts: Vec<String> = wanted.iter().filter_map(|w| self.info_section(w)).collect();
+        let parts: Vec<String> = wanted.iter().filter_map(|w| self.info_section_with(w, agg)).collect();
         parts.join("\r\n")
     }
 }

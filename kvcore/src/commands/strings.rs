@@ -176,7 +176,7 @@ impl Db {
         if !new.is_finite() {
             return Err(OpError::NanOrInfinity);
         }
-        let mut buf = [0u8; 40];
+        let mut buf = [0u8; float::INCR_BUF_LEN];
         let text = float::format_long_double_incr(new, &mut buf).to_vec();
         ks.set(key, Value::Str(text.as_slice().into()), Ttl::Keep, now);
         Ok(text)

@@ -1,0 +1,279 @@
+//! One client connection: read, parse in place, route, execute, one write per batch.
+//!
+//! Each read is parsed into as many commands as it holds. A command whose keys live on this
+//! shard runs inline against the local store, replying straight into the output buffer. A
+//! command whose keys all live on one other shard is appended to that shard's batch; the
+//! batches go out as one message per shard when the read is done (or before a command that
+//! must see their effects), and the replies are stitched back in the client's order. Commands
+//! spanning shards (`multi`) and whole-keyspace commands (`special`) run after the batches
+//! ahead of them have resolved. The clock is read once per read batch.
+
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use kvcore::commands::{self, flags};
+use kvcore::resp::parse::{Limits, Parsed, Parser};
+use kvcore::resp::Proto;
+use kvcore::Session;
+
+use crate::global::{lock, ClientEntry};
+use crate::shard::{BatchReply, RemoteBatch, Shard};
+use crate::{log, multi, route, special};
+
+const READ_CHUNK: usize = 16 * 1024;
+/// Replies are written out once this many bytes are waiting, even mid-batch.
+const FLUSH_AT: usize = 256 * 1024;
+
+/// Where a command runs.
+enum Route {
+    Local,
+    Remote(usize),
+    Multi,
+    Special,
+}
+
+enum Seg {
+    Local(usize, usize),
+    Remote(usize, usize),
+}
+
+/// Commands queued for other shards during one batch, and the order of all replies.
+struct Pending {
+    batches: Vec<RemoteBatch>,
+    segs: Vec<Seg>,
+    local: Vec<u8>,
+    active: bool,
+}
+
+/// Whether to go on serving after a batch.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Close,
+}
+
+fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
+    let Some(spec) = commands::lookup(args[0]) else {
+        return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") { Route::Special } else { Route::Local };
+    };
+    if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) {
+        return Route::Local;
+    }
+    if special::is_special(spec, args, shard.n) {
+        return Route::Special;
+    }
+    if shard.n == 1 {
+        return Route::Local;
+    }
+    let keys = route::key_positions(spec, args);
+    let Some(&first) = keys.first() else { return Route::Local };
+    let s = route::shard_of(args[first], shard.n);
+    if keys[1..].iter().all(|&i| route::shard_of(args[i], shard.n) == s) {
+        if s == shard.id {
+            Route::Local
+        } else {
+            Route::Remote(s)
+        }
+    } else {
+        Route::Multi
+    }
+}
+
+async fn resolve(shard: &Shard, pend: &mut Pending, out: &mut Vec<u8>) {
+    if !pend.active {
+        return;
+    }
+    let mut waiting = Vec::new();
+    for s in 0..pend.batches.len() {
+        if !pend.batches[s].is_empty() {
+            let batch = std::mem::take(&mut pend.batches[s]);
+            waiting.push((s, shard.start_batch(s, batch).await));
+        }
+    }
+    let mut replies: Vec<Option<BatchReply>> = (0..pend.batches.len()).map(|_| None).collect();
+    for (s, rx) in waiting {
+        replies[s] = rx.await.ok().and_then(|p| p.downcast::<BatchReply>().ok()).map(|b| *b);
+    }
+    for seg in pend.segs.drain(..) {
+        match seg {
+            Seg::Local(a, b) => out.extend_from_slice(&pend.local[a..b]),
+            Seg::Remote(s, i) => match &replies[s] {
+                Some(r) => out.extend_from_slice(r.get(i)),
+                None => out.extend_from_slice(b"-ERR shard unavailable: shutting down\r\n"),
+            },
+        }
+    }
+    pend.local.clear();
+    pend.active = false;
+}
+
+/// Serves one client until it quits, errs or is killed.
+pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream, peer: SocketAddr) {
+    let global = shard.global.clone();
+    let id = global.next_id();
+    let laddr = stream.local_addr().unwrap_or(peer);
+    let entry = Arc::new(ClientEntry {
+        id,
+        addr: peer,
+        laddr,
+        fd: stream.as_raw_fd(),
+        created: Instant::now(),
+        shard: shard.id,
+        name: Mutex::new(None),
+        db: Default::default(),
+        resp: 2.into(),
+        last_cmd: Mutex::new("NULL"),
+    });
+    global.register(entry.clone());
+    let _ = stream.set_nodelay(true);
+    let authenticated = shard.db.borrow().config.requirepass.is_empty();
+    let mut session = Session { id, authenticated, ..Session::default() };
+    if let Err(e) = run(&shard, &mut stream, &mut session, &entry).await {
+        log!(0, "client {id} ({peer}): {e}");
+    }
+    global.deregister(id);
+    global.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+async fn write_out(stream: &mut TcpStream, out: &mut Vec<u8>, shard: &Shard) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let limit = shard.global.opts.output_limit;
+    if limit.hard > 0 && out.len() as u64 > limit.hard {
+        return Err(std::io::Error::other("closing client that reached the output buffer hard limit"));
+    }
+    if limit.soft > 0 && out.len() as u64 > limit.soft {
+        let secs = Duration::from_secs(limit.soft_secs.max(1));
+        let w = glommio::timer::timeout(secs, async { stream.write_all(out).await.map_err(Into::into) });
+        w.await.map_err(|_| std::io::Error::other("closing client over the output buffer soft limit for too long"))?;
+    } else {
+        stream.write_all(out).await?;
+    }
+    out.clear();
+    Ok(())
+}
+
+async fn run(shard: &Rc<Shard>, stream: &mut TcpStream, session: &mut Session, entry: &ClientEntry) -> std::io::Result<()> {
+    let query_limit = shard.db.borrow().config.get("client-query-buffer-limit").and_then(|v| v.parse::<usize>().ok()).unwrap_or(1 << 30);
+    let mut parser = Parser::new(Limits {
+        max_bulk_len: shard.db.borrow().config.proto_max_bulk_len as usize,
+        ..Limits::default()
+    });
+    let mut rbuf = vec![0u8; READ_CHUNK];
+    let (mut start, mut end, mut wait_for) = (0usize, 0usize, 0usize);
+    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut pend = Pending { batches: (0..shard.n).map(|_| RemoteBatch::default()).collect(), segs: Vec::new(), local: Vec::new(), active: false };
+    loop {
+        if end == rbuf.len() {
+            if start > 0 {
+                rbuf.copy_within(start..end, 0);
+                end -= start;
+                start = 0;
+            } else if rbuf.len() >= query_limit {
+                return Err(std::io::Error::other("closing client that reached the max query buffer length"));
+            } else {
+                // One command is larger than the buffer: grow by what was received, never by
+                // a length the client only declared.
+                let new_len = (rbuf.len() * 2).min(query_limit.max(READ_CHUNK));
+                rbuf.resize(new_len, 0);
+            }
+        }
+        let n = stream.read(&mut rbuf[end..]).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        end += n;
+        if end - start < wait_for {
+            continue;
+        }
+        wait_for = 0;
+        shard.db.borrow_mut().refresh_clock();
+        let mut pos = start;
+        let mut flow = Flow::Continue;
+        loop {
+            let parsed = match parser.parse(&rbuf[pos..end]) {
+                Ok(p) => p,
+                Err(e) => {
+                    resolve(shard, &mut pend, &mut out).await;
+                    out.extend_from_slice(b"-ERR ");
+                    out.extend_from_slice(e.to_string().as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                    write_out(stream, &mut out, shard).await?;
+                    log!(1, "protocol error from client {}: {e}", entry.id);
+                    return Ok(());
+                }
+            };
+            let (args, consumed) = match parsed {
+                Parsed::Incomplete { hint } => {
+                    wait_for = hint;
+                    break;
+                }
+                Parsed::Command { args, consumed } => (args, consumed),
+            };
+            pos += consumed;
+            if args.is_empty() {
+                continue;
+            }
+            match classify(shard, session, &args) {
+                Route::Local => {
+                    if pend.active {
+                        let a = pend.local.len();
+                        shard.run_local(session, &args, &mut pend.local).await;
+                        pend.segs.push(Seg::Local(a, pend.local.len()));
+                    } else {
+                        shard.run_local(session, &args, &mut out).await;
+                    }
+                    after_session_change(session, &args, entry);
+                    if session.close_after_reply {
+                        flow = Flow::Close;
+                        break;
+                    }
+                }
+                Route::Remote(s) => {
+                    pend.active = true;
+                    pend.batches[s].push(&args, session.db, session.proto);
+                    pend.segs.push(Seg::Remote(s, pend.batches[s].len() - 1));
+                }
+                Route::Multi => {
+                    resolve(shard, &mut pend, &mut out).await;
+                    multi::run(shard, session, &args, &mut out).await;
+                }
+                Route::Special => {
+                    resolve(shard, &mut pend, &mut out).await;
+                    if special::run(shard, session, entry, &args, &mut out).await {
+                        flow = Flow::Close;
+                        break;
+                    }
+                }
+            }
+            if out.len() + pend.local.len() >= FLUSH_AT {
+                resolve(shard, &mut pend, &mut out).await;
+                write_out(stream, &mut out, shard).await?;
+            }
+        }
+        resolve(shard, &mut pend, &mut out).await;
+        write_out(stream, &mut out, shard).await?;
+        if flow == Flow::Close {
+            return Ok(());
+        }
+        start = if pos == end { end = 0; 0 } else { pos };
+    }
+}
+
+/// Mirrors session changes that CLIENT LIST shows into the registry (rare commands only).
+fn after_session_change(session: &Session, args: &[&[u8]], entry: &ClientEntry) {
+    let name = args[0];
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if is("select") || is("reset") || is("hello") || is("client") || is("move") {
+        entry.db.store(session.db, Ordering::Relaxed);
+        entry.resp.store(if session.proto == Proto::Resp3 { 3 } else { 2 }, Ordering::Relaxed);
+        *lock(&entry.name) = session.name.clone();
+    }
+}

@@ -1,0 +1,125 @@
+//! Process-wide state shared by every executor: options, the client registry, counters and
+//! the shutdown flag. Touched on connect, disconnect and the rare CLIENT command — never per
+//! command on the hot path.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::options::Options;
+
+/// One connected client, as CLIENT LIST shows it.
+pub struct ClientEntry {
+    /// CLIENT ID.
+    pub id: u64,
+    /// Peer address.
+    pub addr: SocketAddr,
+    /// Local address.
+    pub laddr: SocketAddr,
+    /// Socket descriptor (for CLIENT KILL).
+    pub fd: RawFd,
+    /// Connection time.
+    pub created: Instant,
+    /// Shard (executor) serving it.
+    pub shard: usize,
+    /// Name from CLIENT SETNAME / HELLO SETNAME.
+    pub name: Mutex<Option<Vec<u8>>>,
+    /// Selected database.
+    pub db: AtomicUsize,
+    /// RESP version.
+    pub resp: AtomicUsize,
+    /// Last command name (lowercase).
+    pub last_cmd: Mutex<&'static str>,
+}
+
+impl ClientEntry {
+    /// The CLIENT LIST / CLIENT INFO line of this client (without the newline).
+    pub fn line(&self) -> String {
+        let name = lock(&self.name).clone().unwrap_or_default();
+        format!(
+            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.fd,
+            String::from_utf8_lossy(&name),
+            self.created.elapsed().as_secs(),
+            self.db.load(Ordering::Relaxed),
+            lock(&self.last_cmd),
+            self.resp.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Locks a mutex, recovering from poisoning (a panic elsewhere must not wedge CLIENT LIST).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// State shared by all executors.
+pub struct Global {
+    /// Start-up options.
+    pub opts: Options,
+    /// Connected clients by id.
+    pub clients: Mutex<BTreeMap<u64, Arc<ClientEntry>>>,
+    next_client_id: AtomicU64,
+    /// Clients connected now.
+    pub connected: AtomicUsize,
+    /// Connections accepted since start.
+    pub total_connections: AtomicU64,
+    /// Set by SIGINT, SIGTERM or SHUTDOWN.
+    pub shutdown: Arc<AtomicBool>,
+    /// The port actually bound (differs from the option when it was 0).
+    pub port: AtomicU16,
+}
+
+impl Global {
+    /// Fresh state for these options.
+    pub fn new(opts: Options) -> Global {
+        Global {
+            opts,
+            clients: Mutex::new(BTreeMap::new()),
+            next_client_id: AtomicU64::new(1),
+            connected: AtomicUsize::new(0),
+            total_connections: AtomicU64::new(0),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            port: AtomicU16::new(0),
+        }
+    }
+
+    /// A new client id.
+    pub fn next_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Adds a client to the registry.
+    pub fn register(&self, e: Arc<ClientEntry>) {
+        lock(&self.clients).insert(e.id, e);
+    }
+
+    /// Removes a client from the registry; after this returns, CLIENT KILL can no longer touch
+    /// its socket, so the caller may close it.
+    pub fn deregister(&self, id: u64) {
+        lock(&self.clients).remove(&id);
+    }
+
+    /// Shuts down the sockets of the clients `pick` selects; returns how many.
+    pub fn kill(&self, mut pick: impl FnMut(&ClientEntry) -> bool) -> usize {
+        let clients = lock(&self.clients);
+        let mut n = 0;
+        for e in clients.values().filter(|e| pick(e)) {
+            // SAFETY: `e.fd` is the open socket of a registered client: a connection removes
+            // its entry (under this same mutex, held here) before its socket is closed, so the
+            // descriptor cannot have been closed or reused. shutdown(2) only ends the stream;
+            // the owner still closes the descriptor.
+            unsafe {
+                libc::shutdown(e.fd, libc::SHUT_RDWR);
+            }
+            n += 1;
+        }
+        n
+    }
+}

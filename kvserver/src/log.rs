@@ -1,0 +1,32 @@
+//! Leveled logging to stderr, Redis-style lines: `pid:role time level message`.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+static LEVEL: AtomicU8 = AtomicU8::new(2);
+
+/// Sets the least level printed (0 debug .. 3 warning).
+pub fn set_level(l: u8) {
+    LEVEL.store(l, Ordering::Relaxed);
+}
+
+/// Whether messages of `level` are printed.
+pub fn enabled(level: u8) -> bool {
+    level >= LEVEL.load(Ordering::Relaxed)
+}
+
+/// Prints one log line.
+pub fn line(level: u8, msg: std::fmt::Arguments<'_>) {
+    if enabled(level) {
+        let mark = ['.', '-', '*', '#'][usize::from(level.min(3))];
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        eprintln!("{}:M {}.{:03} {mark} {msg}", std::process::id(), now.as_secs(), now.subsec_millis());
+    }
+}
+
+/// `log!(level, "fmt", args...)`.
+#[macro_export]
+macro_rules! log {
+    ($lvl:expr, $($t:tt)*) => { $crate::log::line($lvl, format_args!($($t)*)) };
+}

@@ -1,0 +1,232 @@
+//! Commands whose keys span shards, made atomic with key intent locks.
+//!
+//! The coordinator (the client's executor) groups the key arguments by shard, locks them shard
+//! by shard in ascending order, runs one piece per shard in parallel, then unlocks everywhere.
+//! Nobody else can touch a locked key in between, so a reader never sees half of an MSET, and
+//! MSETNX checks and writes under the same locks. Each piece is a closure run on the owning
+//! shard's store; values cross executors by move (RENAME) or by clone (COPY).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use futures_util::future::join_all;
+use kvcore::commands::{self, flags};
+use kvcore::resp::ReplyWriter;
+use kvcore::{SetOptions, Session};
+
+use crate::locks::LockKey;
+use crate::route;
+use crate::shard::Shard;
+
+/// Key arguments grouped by owning shard, in ascending shard order.
+type Plan = BTreeMap<usize, Vec<Vec<u8>>>;
+
+fn plan(n: usize, keys: impl Iterator<Item = Vec<u8>>) -> Plan {
+    let mut p = Plan::new();
+    for k in keys {
+        p.entry(route::shard_of(&k, n)).or_default().push(k);
+    }
+    p
+}
+
+async fn lock_all(shard: &Shard, db: usize, p: &Plan, exclusive: bool) {
+    for (&s, keys) in p {
+        let lk: Vec<LockKey> = keys.iter().map(|k| (db, k.clone())).collect();
+        shard.lock(s, lk, exclusive).await;
+    }
+}
+
+async fn unlock_all(shard: &Shard, db: usize, p: &Plan, exclusive: bool) {
+    for (&s, keys) in p {
+        let lk: Vec<LockKey> = keys.iter().map(|k| (db, k.clone())).collect();
+        shard.unlock(s, lk, exclusive).await;
+    }
+}
+
+/// Runs `f(keys)` on every shard of the plan in parallel; results in plan order.
+async fn on_each<R, F>(shard: &Shard, p: &Plan, f: F) -> Vec<R>
+where
+    R: Send + 'static,
+    F: Fn(&Shard, Vec<Vec<u8>>) -> R + Send + Sync + Clone + 'static,
+{
+    join_all(p.iter().map(|(&s, keys)| {
+        let keys = keys.clone();
+        let f = f.clone();
+        shard.call(s, move |sh: &Shard| {
+            sh.db.borrow_mut().refresh_clock();
+            f(sh, keys)
+        })
+    }))
+    .await
+}
+
+/// Runs a multi-key command whose keys live on several shards; appends the reply to `out`.
+pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
+    let mut w = ReplyWriter { out, proto: session.proto };
+    let Some(spec) = commands::lookup(args[0]) else { return };
+    let db = session.db;
+    let n = shard.n;
+    let owned = |i: usize| args[i].to_vec();
+    match spec.name {
+        "mget" => {
+            let p = plan(n, (1..args.len()).map(owned));
+            lock_all(shard, db, &p, false).await;
+            let parts = on_each(shard, &p, move |sh, keys| {
+                let mut d = sh.db.borrow_mut();
+                keys.iter().map(|k| d.get_in(db, k).ok().flatten()).collect::<Vec<_>>()
+            })
+            .await;
+            unlock_all(shard, db, &p, false).await;
+            // Answers come back grouped by shard; put them back in argument order.
+            let mut by_shard: BTreeMap<usize, std::vec::IntoIter<Option<Vec<u8>>>> =
+                p.keys().copied().zip(parts.into_iter().map(Vec::into_iter)).collect();
+            w.array_len(args.len() - 1);
+            for k in &args[1..] {
+                match by_shard.get_mut(&route::shard_of(k, n)).and_then(Iterator::next).flatten() {
+                    Some(v) => w.bulk(&v),
+                    None => w.null(),
+                }
+            }
+        }
+        "mset" | "msetnx" => {
+            if args.len() % 2 == 0 {
+                let mut m = b"ERR wrong number of arguments for '".to_vec();
+                m.extend_from_slice(spec.name.as_bytes());
+                m.extend_from_slice(b"' command");
+                return w.error(&m);
+            }
+            let mut pairs: BTreeMap<usize, Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+            for kv in args[1..].chunks_exact(2) {
+                pairs.entry(route::shard_of(kv[0], n)).or_default().push((kv[0].to_vec(), kv[1].to_vec()));
+            }
+            let p: Plan = pairs.iter().map(|(&s, kvs)| (s, kvs.iter().map(|(k, _)| k.clone()).collect())).collect();
+            lock_all(shard, db, &p, true).await;
+            let nx = spec.name == "msetnx";
+            let mut allowed = true;
+            if nx {
+                let found = on_each(shard, &p, move |sh, keys| {
+                    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                    sh.db.borrow_mut().exists_in(db, &refs)
+                })
+                .await;
+                allowed = found.iter().all(|&c| c == 0);
+            }
+            if allowed {
+                join_all(pairs.into_iter().map(|(s, kvs)| {
+                    shard.call(s, move |sh: &Shard| {
+                        let mut d = sh.db.borrow_mut();
+                        d.refresh_clock();
+                        for (k, v) in &kvs {
+                            let _ = d.set_in(db, k, v, SetOptions::default());
+                        }
+                    })
+                }))
+                .await;
+            }
+            unlock_all(shard, db, &p, true).await;
+            if nx {
+                w.int(i64::from(allowed));
+            } else {
+                w.ok();
+            }
+        }
+        "del" | "unlink" | "exists" | "touch" => {
+            let write = spec.has(flags::WRITE);
+            let p = plan(n, (1..args.len()).map(owned));
+            lock_all(shard, db, &p, write).await;
+            let counts = on_each(shard, &p, move |sh, keys| {
+                let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                let mut d = sh.db.borrow_mut();
+                if write {
+                    d.del_in(db, &refs)
+                } else {
+                    d.exists_in(db, &refs)
+                }
+            })
+            .await;
+            unlock_all(shard, db, &p, write).await;
+            w.int(counts.iter().sum::<usize>() as i64);
+        }
+        "rename" | "renamenx" | "copy" => move_key(shard, session, spec.name, args, &mut w).await,
+        _ => w.error(b"CROSSSLOT Keys in request don't hash to the same slot"),
+    }
+}
+
+/// RENAME, RENAMENX and COPY between two shards.
+async fn move_key(shard: &Rc<Shard>, session: &Session, name: &str, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+    let src_db = session.db;
+    let (mut dst_db, mut replace) = (src_db, false);
+    if name == "copy" {
+        let mut i = 3;
+        while i < args.len() {
+            if args[i].eq_ignore_ascii_case(b"REPLACE") {
+                replace = true;
+                i += 1;
+            } else if args[i].eq_ignore_ascii_case(b"DB") && i + 1 < args.len() {
+                match kvcore::num::parse_i64(args[i + 1]) {
+                    None => return w.error(b"ERR value is not an integer or out of range"),
+                    Some(d) if d < 0 || d as usize >= shard.db.borrow().databases() => {
+                        return w.error(b"ERR DB index is out of range")
+                    }
+                    Some(d) => dst_db = d as usize,
+                }
+                i += 2;
+            } else {
+                return w.error(b"ERR syntax error");
+            }
+        }
+    }
+    let (src, dst) = (args[1].to_vec(), args[2].to_vec());
+    let (ss, ds) = (route::shard_of(&src, shard.n), route::shard_of(&dst, shard.n));
+    // Lock in ascending shard order, like every other multi-shard command.
+    let order = if ss < ds { [(ss, src_db, &src), (ds, dst_db, &dst)] } else { [(ds, dst_db, &dst), (ss, src_db, &src)] };
+    for (s, d, k) in order {
+        shard.lock(s, vec![(d, k.clone())], true).await;
+    }
+    let reply = async {
+        let k = src.clone();
+        let moved = if name == "copy" {
+            shard.call(ss, move |sh: &Shard| { let mut d = sh.db.borrow_mut(); d.refresh_clock(); d.dump_in(src_db, &k) }).await
+        } else {
+            let k2 = dst.clone();
+            // RENAMENX checks the destination before anything moves.
+            if name == "renamenx" {
+                let exists_src = shard.call(ss, { let k = k.clone(); move |sh: &Shard| sh.db.borrow_mut().exists_in(src_db, &[&k]) }).await;
+                if exists_src == 0 {
+                    return Err(&b"ERR no such key"[..]);
+                }
+                let taken = shard.call(ds, move |sh: &Shard| { let mut d = sh.db.borrow_mut(); d.refresh_clock(); d.exists_in(dst_db, &[&k2]) }).await;
+                if taken > 0 {
+                    return Ok(0);
+                }
+            }
+            shard.call(ss, move |sh: &Shard| { let mut d = sh.db.borrow_mut(); d.refresh_clock(); d.take_in(src_db, &k) }).await
+        };
+        let Some((value, ttl)) = moved else {
+            return if name == "copy" { Ok(0) } else { Err(&b"ERR no such key"[..]) };
+        };
+        let k = dst.clone();
+        let is_copy = name == "copy";
+        let done = shard
+            .call(ds, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                if is_copy && !replace && d.exists_in(dst_db, &[&k]) > 0 {
+                    return false;
+                }
+                d.restore_in(dst_db, &k, value, ttl);
+                true
+            })
+            .await;
+        Ok(i64::from(done))
+    }
+    .await;
+    for (s, d, k) in order {
+        shard.unlock(s, vec![(d, k.clone())], true).await;
+    }
+    match reply {
+        Err(e) => w.error(e),
+        Ok(_) if name == "rename" => w.ok(),
+        Ok(v) => w.int(v),
+    }
+}

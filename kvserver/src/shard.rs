@@ -1,0 +1,301 @@
+//! One shard: the executor-local store and its messages to and from the other shards.
+//!
+//! Every executor owns one `Shard`: a [`Db`] holding the keys whose hash slots it owns, the
+//! lock table of its keys, and one end of a full mesh of channels to the other executors.
+//! Work crosses shards in four forms of [`Msg`]:
+//! - `Batch`: the single-shard commands of one client's pipeline batch that belong to the
+//!   destination, in the client's order — one message per destination per batch;
+//! - `Call`: a closure run on the destination's `Db` (the pieces of multi-shard commands);
+//! - `Lock` / `Unlock`: key intent locks for commands that span shards (see `locks`);
+//! - `Done`: the answer to any of the above, matched to its waiting future by id.
+//! The receive loop never waits: anything that may (sending a reply into a full channel,
+//! waiting for a lock) runs in its own task, so two shards can never block each other.
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use futures_channel::oneshot;
+use glommio::channels::channel_mesh::{Receivers, Senders};
+use kvcore::commands;
+use kvcore::resp::Proto;
+use kvcore::{Db, Session};
+use smallvec::SmallVec;
+
+use crate::global::Global;
+use crate::locks::{LockKey, LockTable};
+use crate::route;
+
+/// A value returned by a job on another shard.
+pub type Payload = Box<dyn Any + Send>;
+/// Work to run on another shard's store.
+pub type Job = Box<dyn FnOnce(&Shard) -> Payload + Send>;
+
+/// A message between shards.
+pub enum Msg {
+    /// Run `job`, answer `Done`.
+    Call { from: usize, id: u64, job: Job },
+    /// Run these commands in order (waiting for key locks as needed), answer `Done(BatchReply)`.
+    Batch { from: usize, id: u64, batch: RemoteBatch },
+    /// Lock these keys, answer `Done(())` once granted.
+    Lock { from: usize, id: u64, keys: Vec<LockKey>, exclusive: bool },
+    /// Release keys locked by an earlier `Lock`.
+    Unlock { keys: Vec<LockKey>, exclusive: bool },
+    /// The answer to request `id`.
+    Done { id: u64, payload: Payload },
+}
+
+/// Commands for one shard, flattened into one buffer: one allocation per batch, not per command.
+#[derive(Default)]
+pub struct RemoteBatch {
+    data: Vec<u8>,
+    arg_lens: Vec<u32>,
+    cmds: Vec<(u32, u32, bool)>, // (argc, db, resp3)
+}
+
+impl RemoteBatch {
+    /// Appends one command.
+    pub fn push(&mut self, args: &[&[u8]], db: usize, proto: Proto) {
+        for a in args {
+            self.data.extend_from_slice(a);
+            self.arg_lens.push(a.len() as u32);
+        }
+        self.cmds.push((args.len() as u32, db as u32, proto == Proto::Resp3));
+    }
+
+    /// Number of commands.
+    pub fn len(&self) -> usize {
+        self.cmds.len()
+    }
+
+    /// Whether there are no commands.
+    pub fn is_empty(&self) -> bool {
+        self.cmds.is_empty()
+    }
+}
+
+/// The replies of a [`RemoteBatch`], concatenated, with each reply's end offset.
+#[derive(Default)]
+pub struct BatchReply {
+    /// All reply bytes.
+    pub out: Vec<u8>,
+    /// End offset of each reply in `out`.
+    pub ends: Vec<u32>,
+}
+
+impl BatchReply {
+    /// The bytes of reply `i`.
+    pub fn get(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.out[start..self.ends[i] as usize]
+    }
+}
+
+/// The executor-local state of one shard.
+pub struct Shard {
+    /// This shard's index.
+    pub id: usize,
+    /// Number of shards.
+    pub n: usize,
+    /// The store of this shard's keys.
+    pub db: RefCell<Db>,
+    /// Key intent locks.
+    pub locks: RefCell<LockTable>,
+    /// Process-wide state.
+    pub global: Arc<Global>,
+    senders: Option<Senders<Msg>>,
+    pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
+    next_id: Cell<u64>,
+}
+
+impl Shard {
+    /// A shard with its end of the mesh (`None` when it is the only shard).
+    pub fn new(id: usize, n: usize, db: Db, global: Arc<Global>, senders: Option<Senders<Msg>>) -> Shard {
+        Shard {
+            id,
+            n,
+            db: RefCell::new(db),
+            locks: RefCell::new(LockTable::default()),
+            global,
+            senders,
+            pending: RefCell::new(HashMap::new()),
+            next_id: Cell::new(1),
+        }
+    }
+
+    async fn send(&self, to: usize, msg: Msg) {
+        if let Some(s) = &self.senders {
+            // A send fails only when the peer is gone (shutdown); its waiter then sees a
+            // cancelled reply.
+            let _ = s.send_to(to, msg).await;
+        }
+    }
+
+    /// Sends a request and returns the receiver of its answer.
+    async fn request(&self, to: usize, make: impl FnOnce(u64) -> Msg) -> oneshot::Receiver<Payload> {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        let (tx, rx) = oneshot::channel();
+        self.pending.borrow_mut().insert(id, tx);
+        self.send(to, make(id)).await;
+        rx
+    }
+
+    /// Runs `f` on shard `to` and returns its result (inline when `to` is this shard).
+    pub async fn call<R, F>(&self, to: usize, f: F) -> R
+    where
+        R: Send + 'static,
+        F: FnOnce(&Shard) -> R + Send + 'static,
+    {
+        if to == self.id {
+            return f(self);
+        }
+        let from = self.id;
+        let rx = self
+            .request(to, |id| Msg::Call { from, id, job: Box::new(move |s| Box::new(f(s)) as Payload) })
+            .await;
+        match rx.await.map(|p| p.downcast::<R>()) {
+            Ok(Ok(r)) => *r,
+            _ => panic!("shard {to} dropped a call: the server is shutting down"),
+        }
+    }
+
+    /// Starts a batch on another shard; await the receiver for its [`BatchReply`].
+    pub async fn start_batch(&self, to: usize, batch: RemoteBatch) -> oneshot::Receiver<Payload> {
+        let from = self.id;
+        self.request(to, |id| Msg::Batch { from, id, batch }).await
+    }
+
+    /// Locks `keys` on shard `to`, waiting until granted.
+    pub async fn lock(&self, to: usize, keys: Vec<LockKey>, exclusive: bool) {
+        if to == self.id {
+            let wait = self.locks.borrow_mut().acquire(keys, exclusive);
+            if let Some(rx) = wait {
+                let _ = rx.await;
+            }
+            return;
+        }
+        let from = self.id;
+        let rx = self.request(to, |id| Msg::Lock { from, id, keys, exclusive }).await;
+        let _ = rx.await;
+    }
+
+    /// Releases keys locked with [`Shard::lock`].
+    pub async fn unlock(&self, to: usize, keys: Vec<LockKey>, exclusive: bool) {
+        if to == self.id {
+            self.locks.borrow_mut().release(&keys, exclusive);
+        } else {
+            self.send(to, Msg::Unlock { keys, exclusive }).await;
+        }
+    }
+
+    /// Runs one command on this shard's store, waiting first if a multi-shard command holds
+    /// one of its keys. `args` must be owned by the caller across the wait.
+    pub async fn run_local(&self, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
+        let lock = self.lock_needed(session.db, args);
+        if let Some((keys, exclusive)) = &lock {
+            let wait = self.locks.borrow_mut().acquire(keys.clone(), *exclusive);
+            if let Some(rx) = wait {
+                let _ = rx.await;
+            }
+        }
+        self.db.borrow_mut().dispatch(session, args, out);
+        if let Some((keys, exclusive)) = lock {
+            self.locks.borrow_mut().release(&keys, exclusive);
+        }
+    }
+
+    /// The locks a command must take because a multi-shard command is in flight, if any.
+    /// Returns `None` at once in the common case of an idle lock table.
+    pub fn lock_needed(&self, db: usize, args: &[&[u8]]) -> Option<(Vec<LockKey>, bool)> {
+        let locks = self.locks.borrow();
+        if locks.is_idle() {
+            return None;
+        }
+        let spec = commands::lookup(args.first()?)?;
+        if !spec.arity_ok(args.len()) {
+            return None;
+        }
+        let keys: Vec<LockKey> = route::key_positions(spec, args)
+            .into_iter()
+            .map(|i| (db, args[i].to_vec()))
+            .collect();
+        let exclusive = !spec.has(commands::flags::READONLY);
+        (!keys.is_empty() && locks.must_wait(&keys, exclusive)).then_some((keys, exclusive))
+    }
+
+    async fn reply(&self, to: usize, id: u64, payload: Payload) {
+        self.send(to, Msg::Done { id, payload }).await;
+    }
+
+    async fn run_batch(self: &Rc<Self>, batch: RemoteBatch) -> BatchReply {
+        let mut reply = BatchReply { out: Vec::with_capacity(batch.len() * 16), ends: Vec::with_capacity(batch.len()) };
+        let mut session = Session { authenticated: true, ..Session::default() };
+        self.db.borrow_mut().refresh_clock();
+        let (mut off, mut arg) = (0usize, 0usize);
+        for &(argc, db, resp3) in &batch.cmds {
+            let mut args: SmallVec<[&[u8]; 16]> = SmallVec::new();
+            for _ in 0..argc {
+                let len = batch.arg_lens[arg] as usize;
+                args.push(&batch.data[off..off + len]);
+                off += len;
+                arg += 1;
+            }
+            session.db = db as usize;
+            session.proto = if resp3 { Proto::Resp3 } else { Proto::Resp2 };
+            self.run_local(&mut session, &args, &mut reply.out).await;
+            reply.ends.push(reply.out.len() as u32);
+        }
+        reply
+    }
+
+    fn handle(self: &Rc<Self>, msg: Msg) {
+        match msg {
+            Msg::Done { id, payload } => {
+                if let Some(tx) = self.pending.borrow_mut().remove(&id) {
+                    let _ = tx.send(payload);
+                }
+            }
+            Msg::Call { from, id, job } => {
+                let payload = job(self);
+                let me = self.clone();
+                glommio::spawn_local(async move { me.reply(from, id, payload).await }).detach();
+            }
+            Msg::Lock { from, id, keys, exclusive } => {
+                let wait = self.locks.borrow_mut().acquire(keys, exclusive);
+                let me = self.clone();
+                glommio::spawn_local(async move {
+                    if let Some(rx) = wait {
+                        let _ = rx.await;
+                    }
+                    me.reply(from, id, Box::new(())).await;
+                })
+                .detach();
+            }
+            Msg::Unlock { keys, exclusive } => self.locks.borrow_mut().release(&keys, exclusive),
+            Msg::Batch { from, id, batch } => {
+                let me = self.clone();
+                glommio::spawn_local(async move {
+                    let r = me.run_batch(batch).await;
+                    me.reply(from, id, Box::new(r)).await;
+                })
+                .detach();
+            }
+        }
+    }
+}
+
+/// Receives messages from every peer for as long as the executor runs.
+pub fn serve_mesh(shard: &Rc<Shard>, mut receivers: Receivers<Msg>) {
+    for (_peer, stream) in receivers.streams() {
+        let shard = shard.clone();
+        glommio::spawn_local(async move {
+            while let Some(msg) = stream.recv().await {
+                shard.handle(msg);
+            }
+        })
+        .detach();
+    }
+}
