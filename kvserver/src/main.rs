@@ -154,7 +154,6 @@ async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Op
         }
     })
     .detach();
-    let bound_loopback = bind.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback()) || bind == "localhost";
     loop {
         let next = futures_lite::future::or(async { Some(listener.accept().await) }, async {
             while !global.shutdown.load(Ordering::Relaxed) {
@@ -176,7 +175,7 @@ async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Op
         global.total_connections.fetch_add(1, Ordering::Relaxed);
         let refuse = if global.connected.fetch_add(1, Ordering::Relaxed) >= global.opts.maxclients {
             Some(&b"-ERR max number of clients reached\r\n"[..])
-        } else if !bound_loopback && !peer.ip().is_loopback() && protected(&shard) {
+        } else if !is_local(peer.ip()) && protected(&shard) {
             Some(DENIED)
         } else {
             None
@@ -197,6 +196,14 @@ async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Op
         }
     }
     log!(2, "shard {i} stopping");
+}
+
+/// Redis counts only 127.0.0.1 and ::1 as local clients for protected mode.
+fn is_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4 == std::net::Ipv4Addr::LOCALHOST,
+        IpAddr::V6(v6) => v6 == std::net::Ipv6Addr::LOCALHOST || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST),
+    }
 }
 
 /// Protected mode is on and no password is set.

@@ -122,10 +122,25 @@ mod tests {
 
     #[test]
     fn expected_dollar_text() {
-        assert_eq!(ProtocolError::ExpectedDollar(b'X').as_bytes(), b"Protocol error: expected '$', got 'X'");
-        assert_eq!(ProtocolError::ExpectedDollar(b'\r').as_bytes(), b"Protocol error: expected '$', got ' '");
-        assert_eq!(ProtocolError::ExpectedDollar(b'\n').as_bytes(), b"Protocol error: expected '$', got ' '");
-        assert_eq!(ProtocolError::ExpectedDollar(0xff).as_bytes(), b"Protocol error: expected '$', got '\xff'");
-        assert_eq!(ProtocolError::TooBigInline.to_string(), "Protocol error: too big inline request");
+        assert_eq!(
+            ProtocolError::ExpectedDollar(b'X').as_bytes(),
+            b"Protocol error: expected '$', got 'X'"
+        );
+        assert_eq!(
+            ProtocolError::ExpectedDollar(b'\r').as_bytes(),
+            b"Protocol error: expected '$', got ' '"
+        );
+        assert_eq!(
+            ProtocolError::ExpectedDollar(b'\n').as_bytes(),
+            b"Protocol error: expected '$', got ' '"
+        );
+        assert_eq!(
+            ProtocolError::ExpectedDollar(0xff).as_bytes(),
+            b"Protocol error: expected '$', got '\xff'"
+        );
+        assert_eq!(
+            ProtocolError::TooBigInline.to_string(),
+            "Protocol error: too big inline request"
+        );
     }
 }

@@ -38,12 +38,20 @@ pub struct Limits {
 impl Default for Limits {
     /// Redis's defaults: 512 MiB bulks, 64 KiB inline lines; 1 Mi arguments.
     fn default() -> Self {
-        Limits { max_bulk_len: 512 * 1024 * 1024, max_args: 1024 * 1024, max_inline_len: 64 * 1024 }
+        Limits {
+            max_bulk_len: 512 * 1024 * 1024,
+            max_args: 1024 * 1024,
+            max_inline_len: 64 * 1024,
+        }
     }
 }
 
 /// What one call to [`Parser::parse`] found at the start of the buffer.
 #[derive(Debug, PartialEq, Eq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the inline arguments are the point; boxing would allocate per command"
+)]
 pub enum Parsed<'a> {
     /// One command; `consumed` bytes of the input belong to it. `args` may be
     /// empty (empty inline line, `*0`, `*-1`): the caller just skips it.
@@ -83,7 +91,10 @@ pub struct Parser {
 impl Parser {
     /// A parser enforcing `limits`.
     pub fn new(limits: Limits) -> Self {
-        Parser { limits, inline_scratch: Vec::new() }
+        Parser {
+            limits,
+            inline_scratch: Vec::new(),
+        }
     }
 
     /// Replaces the limits (e.g. after `CONFIG SET proto-max-bulk-len`).
@@ -108,7 +119,11 @@ impl Parser {
         }
     }
 
-    #[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+    #[deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::arithmetic_side_effects
+    )]
     fn parse_inline<'a>(&'a mut self, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
         let max = self.limits.max_inline_len;
         let window = buf.get(..max.saturating_add(1)).unwrap_or(buf);
@@ -135,7 +150,10 @@ impl Parser {
             })
             .map(Option::unwrap_or_default)
             .collect();
-        Ok(Parsed::Command { args, consumed: newline.saturating_add(1) })
+        Ok(Parsed::Command {
+            args,
+            consumed: newline.saturating_add(1),
+        })
     }
 }
 
@@ -143,11 +161,19 @@ impl Parser {
 // Multibulk
 // ---------------------------------------------------------------------------
 
-#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
 fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
     let incomplete = |hint| Ok(Parsed::Incomplete { hint });
-    let Some((digits_end, mut pos)) =
-        header_line(buf, 0, limits.max_inline_len, ProtocolError::TooBigMbulkCount)?
+    let Some((digits_end, mut pos)) = header_line(
+        buf,
+        0,
+        limits.max_inline_len,
+        ProtocolError::TooBigMbulkCount,
+    )?
     else {
         return incomplete(0);
     };
@@ -156,7 +182,10 @@ fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, Pro
         .and_then(string2ll)
         .ok_or(ProtocolError::InvalidMultibulkLength)?;
     if count <= 0 {
-        return Ok(Parsed::Command { args: Args::new(), consumed: pos });
+        return Ok(Parsed::Command {
+            args: Args::new(),
+            consumed: pos,
+        });
     }
     let count = usize::try_from(count)
         .ok()
@@ -169,8 +198,12 @@ fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, Pro
     for done in 0..count {
         let left_after = count.saturating_sub(done).saturating_sub(1);
         let rest_min = left_after.saturating_mul(MIN_ARG_BYTES);
-        let Some((digits_end, data)) =
-            header_line(buf, pos, limits.max_inline_len, ProtocolError::TooBigBulkCount)?
+        let Some((digits_end, data)) = header_line(
+            buf,
+            pos,
+            limits.max_inline_len,
+            ProtocolError::TooBigBulkCount,
+        )?
         else {
             return incomplete(pos.saturating_add(MIN_ARG_BYTES).saturating_add(rest_min));
         };
@@ -195,7 +228,10 @@ fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, Pro
             _ => return incomplete(next.saturating_add(rest_min)),
         }
     }
-    Ok(Parsed::Command { args, consumed: pos })
+    Ok(Parsed::Command {
+        args,
+        consumed: pos,
+    })
 }
 
 /// Finds the header line starting at `start` (on its type byte).
@@ -203,7 +239,11 @@ fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, Pro
 /// Returns the index of its `\r` and the index after the byte that follows
 /// it, or `None` while the line is incomplete. As in Redis, a line with no
 /// `\r` within `max` bytes fails with `too_big`.
-#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
 fn header_line(
     buf: &[u8],
     start: usize,
@@ -213,9 +253,10 @@ fn header_line(
     let rest = buf.get(start..).unwrap_or_default();
     let window = rest.get(..max.saturating_add(1)).unwrap_or(rest);
     match memchr(b'\r', window) {
-        Some(cr) if cr.saturating_add(2) <= rest.len() => {
-            Ok(Some((start.saturating_add(cr), start.saturating_add(cr).saturating_add(2))))
-        }
+        Some(cr) if cr.saturating_add(2) <= rest.len() => Ok(Some((
+            start.saturating_add(cr),
+            start.saturating_add(cr).saturating_add(2),
+        ))),
         Some(_) => Ok(None),
         None if rest.len() > max => Err(too_big),
         None => Ok(None),
@@ -224,7 +265,11 @@ fn header_line(
 
 /// Redis's `string2ll`: an optional `-`, no leading zeros or `+`, at most 20
 /// characters, no overflow.
-#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
 pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
         return None;
@@ -244,7 +289,9 @@ pub(crate) fn string2ll(s: &[u8]) -> Option<i64> {
         if !c.is_ascii_digit() {
             return None;
         }
-        value = value.checked_mul(10)?.checked_add(u64::from(c.wrapping_sub(b'0')))?;
+        value = value
+            .checked_mul(10)?
+            .checked_add(u64::from(c.wrapping_sub(b'0')))?;
     }
     if negative {
         0i64.checked_sub_unsigned(value)
@@ -267,7 +314,11 @@ fn is_c_space(c: u8) -> bool {
 /// Plain words become `Tok::Line`; words with quotes are unescaped into
 /// `scratch`. One difference: a NUL byte is an ordinary byte here, where
 /// Redis's C strings stop at it.
-#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
 fn split_args(
     line: &[u8],
     scratch: &mut Vec<u8>,
@@ -306,7 +357,11 @@ fn split_args(
 
 /// Runs `sdssplitargs`'s word loop from `i` (on an opening quote) to the
 /// end of the word; returns the index after the byte that ended it.
-#[deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::arithmetic_side_effects)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
 fn unquote(line: &[u8], mut i: usize, out: &mut Vec<u8>) -> Result<usize, ProtocolError> {
     let at = |i: usize| line.get(i).copied();
     let next = |i: usize| at(i.saturating_add(1));
@@ -318,30 +373,35 @@ fn unquote(line: &[u8], mut i: usize, out: &mut Vec<u8>) -> Result<usize, Protoc
     let (mut in_double, mut in_single) = (false, false);
     loop {
         let Some(c) = at(i) else {
-            return if in_double || in_single { Err(ProtocolError::UnbalancedQuotes) } else { Ok(i) };
+            return if in_double || in_single {
+                Err(ProtocolError::UnbalancedQuotes)
+            } else {
+                Ok(i)
+            };
         };
         let mut done = false;
         if in_double {
-            let hex = (next(i) == Some(b'x'))
-                .then(|| Some(hex_value(at(i.saturating_add(2))?)? << 4 | hex_value(at(i.saturating_add(3))?)?))
-                .flatten();
-            match (c, hex, next(i)) {
-                (b'\\', Some(byte), _) => {
-                    out.push(byte);
-                    i = i.saturating_add(3);
+            match c {
+                b'\\' => {
+                    let hex = |k: usize| at(i.saturating_add(k)).and_then(hex_value);
+                    if let (Some(b'x'), Some(hi), Some(lo)) = (next(i), hex(2), hex(3)) {
+                        out.push(hi << 4 | lo);
+                        i = i.saturating_add(3);
+                    } else if let Some(escaped) = next(i) {
+                        out.push(match escaped {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 0x08,
+                            b'a' => 0x07,
+                            other => other,
+                        });
+                        i = i.saturating_add(1);
+                    } else {
+                        out.push(c);
+                    }
                 }
-                (b'\\', None, Some(escaped)) => {
-                    out.push(match escaped {
-                        b'n' => b'\n',
-                        b'r' => b'\r',
-                        b't' => b'\t',
-                        b'b' => 0x08,
-                        b'a' => 0x07,
-                        other => other,
-                    });
-                    i = i.saturating_add(1);
-                }
-                (b'"', _, _) => {
+                b'"' => {
                     closes(i)?;
                     done = true;
                 }
@@ -375,5 +435,398 @@ fn unquote(line: &[u8], mut i: usize, out: &mut Vec<u8>) -> Result<usize, Protoc
 }
 
 fn hex_value(c: u8) -> Option<u8> {
-    char::from(c).to_digit(16).and_then(|d| u8::try_from(d).ok())
+    char::from(c)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn parse(buf: &[u8]) -> Result<Parsed<'_>, ProtocolError> {
+        // Leak one parser per call: keeps the tests short.
+        Box::leak(Box::new(Parser::default())).parse(buf)
+    }
+
+    fn command(buf: &[u8]) -> (Vec<Vec<u8>>, usize) {
+        match parse(buf) {
+            Ok(Parsed::Command { args, consumed }) => {
+                (args.iter().map(|a| a.to_vec()).collect(), consumed)
+            }
+            other => panic!("{:?} gave {other:?}", buf.escape_ascii().to_string()),
+        }
+    }
+
+    fn words(list: &[&str]) -> Vec<Vec<u8>> {
+        list.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    fn error(buf: &[u8]) -> String {
+        match parse(buf) {
+            Err(e) => e.to_string(),
+            other => panic!("{:?} gave {other:?}", buf.escape_ascii().to_string()),
+        }
+    }
+
+    #[test]
+    fn multibulk() {
+        assert_eq!(
+            command(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nrest"),
+            (words(&["GET", "k"]), 20)
+        );
+        assert_eq!(command(b"*1\r\n$0\r\n\r\n"), (words(&[""]), 10));
+        assert_eq!(command(b"*0\r\n"), (vec![], 4));
+        assert_eq!(command(b"*-1\r\n"), (vec![], 5));
+        assert_eq!(command(b"*-5\r\n"), (vec![], 5));
+        // Binary data, including CRLF inside a bulk.
+        assert_eq!(
+            command(b"*1\r\n$4\r\n\r\n\0\xff\r\n"),
+            (vec![b"\r\n\0\xff".to_vec()], 14)
+        );
+    }
+
+    #[test]
+    fn multibulk_args_borrow_the_buffer() {
+        let buf = b"*1\r\n$4\r\nPING\r\n";
+        let Ok(Parsed::Command { args, .. }) = parse(buf) else {
+            panic!()
+        };
+        assert!(std::ptr::eq(args[0].as_ptr(), buf[8..].as_ptr()));
+    }
+
+    #[test]
+    fn redis_leniencies() {
+        // Redis skips the two bytes after a bulk without looking at them,
+        // and the byte after a header's '\r' too.
+        assert_eq!(command(b"*1\r\n$3\r\nPINGX"), (words(&["PIN"]), 13));
+        assert_eq!(command(b"*1\rX$4\r\nPING\r\n"), (words(&["PING"]), 14));
+    }
+
+    #[test]
+    fn incomplete_multibulk() {
+        let full = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n";
+        for cut in 0..full.len() {
+            assert!(
+                matches!(parse(&full[..cut]), Ok(Parsed::Incomplete { .. })),
+                "cut {cut}"
+            );
+        }
+        assert_eq!(command(full).1, full.len());
+        // The header announces the size: the hint says so.
+        assert_eq!(
+            parse(b"*1\r\n$10000000\r\nab"),
+            Ok(Parsed::Incomplete {
+                hint: 15 + 10_000_000 + 2
+            })
+        );
+        assert_eq!(
+            parse(b"*3\r\n$3\r\nSET\r\n$2"),
+            Ok(Parsed::Incomplete { hint: 13 + 6 + 6 })
+        );
+        assert_eq!(parse(b"*3\r"), Ok(Parsed::Incomplete { hint: 0 }));
+    }
+
+    #[test]
+    fn multibulk_errors() {
+        assert_eq!(
+            error(b"*abc\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            error(b"*01\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            error(b"*+1\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(error(b"*\r\n"), "Protocol error: invalid multibulk length");
+        assert_eq!(
+            error(b"*3000000000\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            error(b"*1048577\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            error(b"*99999999999999999999\r\n"),
+            "Protocol error: invalid multibulk length"
+        );
+        assert_eq!(
+            error(b"*1\r\nX3\r\n"),
+            "Protocol error: expected '$', got 'X'"
+        );
+        assert_eq!(
+            error(b"*1\r\n\r\n"),
+            "Protocol error: expected '$', got ' '"
+        );
+        assert_eq!(
+            error(b"*1\r\n\n\r\n"),
+            "Protocol error: expected '$', got ' '"
+        );
+        assert_eq!(
+            error(b"*2\r\n$1\r\na\r\n:1\r\n"),
+            "Protocol error: expected '$', got ':'"
+        );
+        assert_eq!(
+            error(b"*1\r\n$-1\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            error(b"*1\r\n$abc\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            error(b"*1\r\n$03\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            error(b"*1\r\n$-0\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            error(b"*1\r\n$536870913\r\n"),
+            "Protocol error: invalid bulk length"
+        );
+        assert_eq!(
+            parse(b"*1\r\n$536870912\r\n"),
+            Ok(Parsed::Incomplete {
+                hint: 16 + 536870912 + 2
+            })
+        );
+    }
+
+    #[test]
+    fn the_expected_dollar_error_waits_for_the_line() {
+        // Like Redis: the '$' is checked once the header line is complete.
+        assert_eq!(parse(b"*1\r\nX3"), Ok(Parsed::Incomplete { hint: 10 }));
+    }
+
+    #[test]
+    fn too_big_headers_fail_early() {
+        let mut long = b"*".to_vec();
+        long.resize(64 * 1024 + 1, b'1');
+        assert_eq!(error(&long), "Protocol error: too big mbulk count string");
+        assert!(matches!(
+            parse(&long[..64 * 1024]),
+            Ok(Parsed::Incomplete { .. })
+        ));
+        let mut bulk = b"*1\r\n$".to_vec();
+        bulk.resize(4 + 64 * 1024 + 1, b'1');
+        assert_eq!(error(&bulk), "Protocol error: too big bulk count string");
+        // A 10 MB line with no newline: an error, not 10 MB of buffering.
+        let inline = vec![b'A'; 10 << 20];
+        assert_eq!(error(&inline), "Protocol error: too big inline request");
+        assert_eq!(
+            error(&inline[..64 * 1024 + 1]),
+            "Protocol error: too big inline request"
+        );
+        assert!(matches!(
+            parse(&inline[..64 * 1024]),
+            Ok(Parsed::Incomplete { .. })
+        ));
+    }
+
+    #[test]
+    fn limits_apply() {
+        let mut parser = Parser::new(Limits {
+            max_bulk_len: 3,
+            max_args: 2,
+            max_inline_len: 8,
+        });
+        assert_eq!(
+            parser.parse(b"*3\r\n"),
+            Err(ProtocolError::InvalidMultibulkLength)
+        );
+        assert_eq!(
+            parser.parse(b"*1\r\n$4\r\n"),
+            Err(ProtocolError::InvalidBulkLength)
+        );
+        assert!(matches!(
+            parser.parse(b"*1\r\n$3\r\n"),
+            Ok(Parsed::Incomplete { .. })
+        ));
+        assert_eq!(
+            parser.parse(b"GET 1234 5"),
+            Err(ProtocolError::TooBigInline)
+        );
+        assert!(matches!(
+            parser.parse(b"GET 1234\n"),
+            Ok(Parsed::Command { consumed: 9, .. })
+        ));
+        parser.set_limits(Limits::default());
+        assert!(matches!(
+            parser.parse(b"*3\r\n"),
+            Ok(Parsed::Incomplete { .. })
+        ));
+    }
+
+    #[test]
+    fn inline() {
+        assert_eq!(command(b"PING\r\n"), (words(&["PING"]), 6));
+        assert_eq!(command(b"PING\n"), (words(&["PING"]), 5));
+        assert_eq!(
+            command(b"  SET  k \t v  \r\nGET"),
+            (words(&["SET", "k", "v"]), 16)
+        );
+        assert_eq!(command(b"\r\n"), (vec![], 2));
+        assert_eq!(command(b"\n"), (vec![], 1));
+        assert_eq!(command(b" \x0b\x0c \r\n"), (vec![], 6));
+        // Only ' ', \t, \r, \n end a word; \v and \f are skipped between words.
+        assert_eq!(
+            command(b"ECHO a\x0bb\r\n"),
+            (vec![b"ECHO".to_vec(), b"a\x0bb".to_vec()], 10)
+        );
+        assert_eq!(command(b"A\rB\r\n"), (words(&["A", "B"]), 5));
+        assert!(matches!(parse(b"PING"), Ok(Parsed::Incomplete { hint: 0 })));
+        assert!(matches!(
+            parse(b"PING\r"),
+            Ok(Parsed::Incomplete { hint: 0 })
+        ));
+    }
+
+    #[test]
+    fn inline_quotes() {
+        let cases: &[(&[u8], &[&[u8]])] = &[
+            (b"SET k \"a b\"\r\n", &[b"SET", b"k", b"a b"]),
+            (b"ECHO \"\\x41\\x4g\\n\"\r\n", &[b"ECHO", b"Ax4g\n"]),
+            (
+                b"ECHO \"\\r\\t\\b\\a\\\\\\\"\\z\"\n",
+                &[b"ECHO", b"\r\t\x08\x07\\\"z"],
+            ),
+            (b"ECHO 'a\\'b'\r\n", &[b"ECHO", b"a'b"]),
+            (b"ECHO 'a\\nb'\r\n", &[b"ECHO", b"a\\nb"]),
+            (b"ECHO a\"b c\"\r\n", &[b"ECHO", b"ab c"]),
+            (b"ECHO \"\" ''\r\n", &[b"ECHO", b"", b""]),
+            (b"ECHO \"x\"\x0b\r\n", &[b"ECHO", b"x"]),
+            (b"ECHO \"a\rb\"\n", &[b"ECHO", b"a\rb"]),
+            (b"\"\\xFF\\x00\"\n", &[b"\xff\x00"]),
+        ];
+        for &(input, expected) in cases {
+            let (args, _) = command(input);
+            let expected: Vec<Vec<u8>> = expected.iter().map(|a| a.to_vec()).collect();
+            assert_eq!(args, expected, "{}", input.escape_ascii());
+        }
+    }
+
+    #[test]
+    fn inline_unbalanced_quotes() {
+        for input in [
+            &b"SET a \"b\r\n"[..],
+            b"ECHO \"a\"b\r\n",
+            b"ECHO 'a'b\r\n",
+            b"ECHO 'abc\n",
+            b"ECHO \"abc\\\"\n",
+            b"\"\n",
+        ] {
+            assert_eq!(
+                error(input),
+                "Protocol error: unbalanced quotes in request",
+                "{}",
+                input.escape_ascii()
+            );
+        }
+    }
+
+    #[test]
+    fn plain_inline_words_borrow_the_buffer() {
+        let buf = b"GET key\r\n";
+        let Ok(Parsed::Command { args, .. }) = parse(buf) else {
+            panic!()
+        };
+        assert!(std::ptr::eq(args[1].as_ptr(), buf[4..].as_ptr()));
+    }
+
+    #[test]
+    fn ten_thousand_command_pipeline_in_one_pass() {
+        let mut buf = Vec::new();
+        for i in 0..10_000 {
+            let key = format!("key:{i}");
+            if i % 2 == 0 {
+                buf.extend_from_slice(
+                    format!(
+                        "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$5\r\nvalue\r\n",
+                        key.len()
+                    )
+                    .as_bytes(),
+                );
+            } else {
+                buf.extend_from_slice(
+                    format!("*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()).as_bytes(),
+                );
+            }
+        }
+        let mut parser = Parser::default();
+        let mut pos = 0;
+        let mut n = 0;
+        while let Ok(Parsed::Command { args, consumed }) = parser.parse(&buf[pos..]) {
+            assert_eq!(args[1], format!("key:{n}").as_bytes());
+            pos += consumed;
+            n += 1;
+        }
+        assert_eq!((n, pos), (10_000, buf.len()));
+    }
+
+    #[test]
+    fn string2ll_like_redis() {
+        for (s, v) in [
+            ("0", Some(0)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+        ] {
+            assert_eq!(string2ll(s.as_bytes()), v, "{s}");
+        }
+        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
+        for s in [
+            "",
+            "-",
+            "-0",
+            "01",
+            "+1",
+            " 1",
+            "1 ",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "1a",
+        ] {
+            assert_eq!(string2ll(s.as_bytes()), None, "{s}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_bytes_hold_the_invariants(input in proptest::collection::vec(any::<u8>(), 0..200)) {
+            crate::resp::check_roundtrip(&input);
+        }
+
+        #[test]
+        fn protocol_like_bytes_hold_the_invariants(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    &b"*"[..], b"$", b"\r\n", b"\r", b"\n", b"1", b"3", b"-1", b"0", b" ", b"\"", b"'", b"\\",
+                    b"\\x4", b"PING", b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+                ]),
+                0..40,
+            )
+        ) {
+            crate::resp::check_roundtrip(&parts.concat());
+        }
+
+        #[test]
+        fn multibulk_encoding_round_trips(args in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20)) {
+            let mut buf = Vec::new();
+            buf.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in &args {
+                buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                buf.extend_from_slice(a);
+                buf.extend_from_slice(b"\r\n");
+            }
+            let (parsed, consumed) = command(&buf);
+            prop_assert_eq!(parsed, args);
+            prop_assert_eq!(consumed, buf.len());
+        }
+    }
 }

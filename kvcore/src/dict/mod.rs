@@ -1,0 +1,523 @@
+//! The keyspace hash map: a chained hash table with progressive rehash (Redis's `dict`).
+//!
+//! # What it is
+//!
+//! Entries are owning pointers ([`Link`]) that carry their own chain link, so a key costs one
+//! allocation and the table itself is an array of pointer-sized heads. A [`Dict`] holds two
+//! such arrays. Normally only `tables[0]` is in use. When the table must grow (or, from a cron,
+//! shrink) a second array is allocated and entries migrate to it a few at a time, inside the
+//! mutating operations that follow ("progressive rehash"), so no command ever pays an O(n)
+//! resize. Why not open addressing (hashbrown): SCAN must return every key present for the whole
+//! scan at least once, with a stateless cursor, while the table resizes between calls. That
+//! argument (see [`Dict::scan`]) needs each key to sit in the bucket `hash & mask`, which
+//! probing breaks.
+//!
+//! # Invariants
+//!
+//! - Table sizes are powers of two, at least [`MIN_BUCKETS`] (or 0 before the first insert).
+//!   `size0` is the size of `tables[0]`; `size1` is the size of the new table while rehashing,
+//!   else 0.
+//! - A rehash has two phases. *Fill*: `tables[1]` was reserved with capacity `size1` (an
+//!   untouched allocation) and each step appends at most [`REHASH_FILL`] empty heads, so the new
+//!   array is never memset in one go. *Migrate*: entries move from the top bucket of `tables[0]`
+//!   down, and `tables[0]` is truncated as it goes: its `len()` *is* the migration cursor.
+//! - A key's *home* is bucket `i = hash & (size0 - 1)` of `tables[0]` if `i < tables[0].len()`
+//!   (not yet migrated), else bucket `hash & (size1 - 1)` of `tables[1]`. Every entry is at its
+//!   home, except in the top unmigrated bucket (`i == tables[0].len() - 1`), which may be
+//!   half-migrated: its keys are in either place. New entries go to their home, so a lookup
+//!   probes one chain, or two for the one bucket being migrated.
+//! - A chain holds no two equal keys; entries outside the dict have `next == None`.
+//!
+//! # Costs and bounds
+//!
+//! Lookups hash once and walk one chain (expected length ≤ 1: growth starts at load factor 1).
+//! Every mutating operation first does one rehash step: either appends at most [`REHASH_FILL`]
+//! empty heads to the new array, or makes at most [`REHASH_MOVES`] entry moves and
+//! [`REHASH_EMPTY_VISITS`] bucket pops. Entries move one at a time (chain heads are popped), so
+//! even a long chain is spread over several operations. Growth doubles the table; a shrink
+//! (from [`Dict::maybe_shrink`], when the fill is under 10%) picks the smallest power of two
+//! that keeps the fill ≤ 1/2 *and* satisfies the bound below.
+//!
+//! **The rehash always finishes before the new table fills.** Say a rehash from `B` buckets
+//! holding `n` entries to `T` buckets starts, and each insert does its step before it inserts.
+//! The fill takes `F = ⌈T / REHASH_FILL⌉` steps. Let the migration take `M` steps; each but
+//! the last moved `R = REHASH_MOVES` entries or popped `10R` buckets. The entries to move are
+//! at most `n + 1 + F + (M - 1)` (the one that triggered the rehash and every later insert may
+//! land in an unmigrated bucket), the buckets to pop `B`, so `R (M - 1) ≤ n + F + M + B/10`,
+//! i.e. `M - 1 ≤ (n + 1 + F + B/10) / (R - 1)`. At most `F + M - 1` inserts happen during the
+//! rehash, so the entry count never exceeds
+//! `need = n + 1 + F + ⌈(n + 1 + F + ⌈B/10⌉) / (R - 1)⌉`, and `target_buckets` never picks a
+//! `T` below `need`. For growth (`n = B`, `T = 2B`, `R = 8`) `need ≈ 1.16 B + 3 ≤ 2 B`, so
+//! growth exactly doubles (tested for every size); a shrink of a nearly empty huge table is
+//! limited to a factor of about 64 per round, because popping its empty buckets takes `B/80`
+//! steps. Hence load factor ≤ 1 holds at all times (checked by the tests after every
+//! operation), and a new rehash never has to start while one is in progress.
+//!
+//! Allocation: starting a rehash only reserves the new array (`Vec::with_capacity`: malloc
+//! hands out untouched pages, so this is O(1) whatever the size); the fill phase writes it a
+//! page or so at a time. The emptied old array has length 0 when dropped, so freeing it is a
+//! bare deallocation. [`Dict::table_bytes`] reports both arrays' capacity.
+//!
+//! Hashing: foldhash keyed with a per-dict seed drawn from per-process randomness, so bucket
+//! placement cannot be predicted from outside (hash flooding). [`Dict::with_seed`] gives
+//! reproducible placement for tests and benchmarks only.
+//!
+//! Dropping and [`Dict::clear`] free chains iteratively: a million-entry chain cannot overflow
+//! the stack.
+
+use std::hash::{BuildHasher, Hasher};
+
+use foldhash::fast::SeedableRandomState;
+use foldhash::SharedSeed;
+
+mod read;
+#[cfg(test)]
+mod tests;
+
+pub use read::Iter;
+
+/// Most entries one mutating operation moves to the new table during a rehash.
+pub const REHASH_MOVES: usize = 8;
+/// Bucket pops allowed per allowed entry move in one rehash step.
+pub const POPS_PER_MOVE: usize = 10;
+/// Most buckets one mutating operation pops from the old table.
+pub const REHASH_EMPTY_VISITS: usize = POPS_PER_MOVE * REHASH_MOVES;
+/// Most empty heads one mutating operation appends to the new array in the fill phase.
+pub const REHASH_FILL: usize = FILL_PER_MOVE * REHASH_MOVES;
+/// Empty heads appended per allowed entry move in one fill step (a 4 KiB page at 8 moves).
+pub const FILL_PER_MOVE: usize = 64;
+/// Smallest table size.
+pub const MIN_BUCKETS: usize = 4;
+/// [`Dict::maybe_shrink`] shrinks when fewer than this percentage of buckets are used.
+pub const SHRINK_FILL_PERCENT: usize = 10;
+
+// ---------------------------------------------------------------------------------------------
+// The entry trait
+// ---------------------------------------------------------------------------------------------
+
+/// An owning pointer to one entry that carries its own chain link (intrusive chaining).
+///
+/// `Option<Self>` should be pointer-sized (a `Box`, or a type wrapping `NonNull`), so a bucket
+/// costs one word.
+pub trait Link: Sized {
+    /// The entry's key. Must not change while the entry is in a dict.
+    fn key(&self) -> &[u8];
+    /// The next entry in this entry's chain.
+    fn next(&self) -> Option<&Self>;
+    /// The link to the next entry in this entry's chain.
+    fn next_mut(&mut self) -> &mut Option<Self>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dict
+// ---------------------------------------------------------------------------------------------
+
+/// A chained hash table of [`Link`] entries keyed by byte strings, resized progressively.
+pub struct Dict<L: Link> {
+    /// `tables[0]`: the table; while rehashing, the old table truncated to its unmigrated
+    /// prefix. `tables[1]`: empty, or the new table (filled up to `size1`) while rehashing.
+    tables: [Vec<Option<L>>; 2],
+    /// Size of `tables[0]` (0 before the first insert); constant during a rehash.
+    size0: usize,
+    /// Size of the new table while rehashing, else 0.
+    size1: usize,
+    /// Entries in both tables.
+    len: usize,
+    hasher: SeedableRandomState,
+}
+
+impl<L: Link> Default for Dict<L> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<L: Link> std::fmt::Debug for Dict<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dict")
+            .field("len", &self.len)
+            .field("buckets", &self.size0)
+            .field("rehash_to", &self.size1)
+            .field("filled", &self.tables[1].len())
+            .field("unmigrated", &self.tables[0].len())
+            .finish()
+    }
+}
+
+impl<L: Link> Drop for Dict<L> {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl<L: Link> Dict<L> {
+    /// An empty dict with a random hash seed. Allocates nothing until the first insert.
+    pub fn new() -> Self {
+        Self::with_hasher(SeedableRandomState::random())
+    }
+
+    /// An empty dict with a fixed hash seed: reproducible bucket placement for tests and
+    /// benchmarks. Not for keys chosen by clients (hash flooding).
+    pub fn with_seed(seed: u64) -> Self {
+        Self::with_hasher(SeedableRandomState::with_seed(
+            seed,
+            SharedSeed::global_fixed(),
+        ))
+    }
+
+    fn with_hasher(hasher: SeedableRandomState) -> Self {
+        Dict {
+            tables: [Vec::new(), Vec::new()],
+            size0: 0,
+            size1: 0,
+            len: 0,
+            hasher,
+        }
+    }
+
+    /// An empty dict that holds `n` entries before it first grows. Allocates and fills its
+    /// bucket array now.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut d = Self::new();
+        if n > 0 {
+            d.start_resize(n.max(MIN_BUCKETS).next_power_of_two());
+        }
+        d
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The dict's hash of `key`.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        hash_with(&self.hasher, key)
+    }
+
+    /// Whether a progressive rehash is in progress.
+    pub fn is_rehashing(&self) -> bool {
+        self.size1 != 0
+    }
+
+    /// Heap bytes of the bucket arrays (not the entries), for memory accounting.
+    pub fn table_bytes(&self) -> usize {
+        (self.tables[0].capacity() + self.tables[1].capacity()) * std::mem::size_of::<Option<L>>()
+    }
+
+    /// Table and bucket index of the home of a key with hash `h` (see the module invariants),
+    /// where new entries go.
+    /// The index may be out of range only when the dict has no table.
+    #[inline]
+    fn locate(&self, h: u64) -> (usize, usize) {
+        let h = h as usize;
+        let i = h & self.size0.wrapping_sub(1);
+        if i < self.tables[0].len() {
+            (0, i)
+        } else {
+            (1, h & self.size1.wrapping_sub(1))
+        }
+    }
+
+    /// The entry with this key. Never moves entries.
+    pub fn get(&self, key: &[u8]) -> Option<&L> {
+        let h = self.hash(key) as usize;
+        let i0 = h & self.size0.wrapping_sub(1);
+        let [t0, t1] = &self.tables;
+        if let Some(head) = t0.get(i0) {
+            let found = find(head.as_ref(), key);
+            if found.is_some() || i0 + 1 < t0.len() {
+                return found;
+            }
+        }
+        find(t1.get(h & self.size1.wrapping_sub(1))?.as_ref(), key)
+    }
+
+    /// The chain slot holding `key`, if present, probing as [`Dict::get`] does. Does no
+    /// rehash step. Takes the fields, not `self`, so callers may update `len` meanwhile.
+    fn find_slot<'a>(
+        tables: &'a mut [Vec<Option<L>>; 2],
+        [size0, size1]: [usize; 2],
+        h: u64,
+        key: &[u8],
+    ) -> Option<&'a mut Option<L>> {
+        let h = h as usize;
+        let i0 = h & size0.wrapping_sub(1);
+        let [t0, t1] = tables;
+        let len0 = t0.len();
+        if let Some(head) = t0.get_mut(i0) {
+            let slot = slot_of(head, key);
+            if slot.is_some() {
+                return Some(slot);
+            }
+            if i0 + 1 < len0 {
+                return None;
+            }
+        }
+        let i1 = h & size1.wrapping_sub(1);
+        let slot = slot_of(t1.get_mut(i1)?, key);
+        slot.is_some().then_some(slot)
+    }
+
+    /// The entry with this key, mutably. Does a bounded rehash step first. The key must not be
+    /// changed through the reference.
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut L> {
+        self.step(REHASH_MOVES);
+        let h = self.hash(key);
+        Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?.as_mut()
+    }
+
+    /// Inserts `entry`, replacing and returning an entry with an equal key.
+    pub fn insert(&mut self, mut entry: L) -> Option<L> {
+        debug_assert!(entry.next().is_none(), "entry is linked elsewhere");
+        self.step(REHASH_MOVES);
+        let h = self.hash(entry.key());
+        if let Some(slot) =
+            Self::find_slot(&mut self.tables, [self.size0, self.size1], h, entry.key())
+        {
+            if let Some(old) = slot {
+                *entry.next_mut() = old.next_mut().take();
+            }
+            return slot.replace(entry);
+        }
+        self.push_new(h, entry);
+        None
+    }
+
+    /// Inserts `entry`, whose key the caller guarantees is absent (checked in debug builds).
+    /// Saves the chain walk of [`Dict::insert`].
+    pub fn insert_new(&mut self, entry: L) {
+        debug_assert!(entry.next().is_none(), "entry is linked elsewhere");
+        debug_assert!(
+            self.get(entry.key()).is_none(),
+            "insert_new of a present key"
+        );
+        self.step(REHASH_MOVES);
+        let h = self.hash(entry.key());
+        self.push_new(h, entry);
+    }
+
+    /// Grows if needed, then links `entry` at the head of its home chain.
+    fn push_new(&mut self, h: u64, mut entry: L) {
+        if !self.is_rehashing() && self.len >= self.size0 {
+            self.start_resize(target_buckets(self.len, self.size0));
+        }
+        let (t, i) = self.locate(h);
+        // In range: a table exists now, and `locate` only leaves the range when none does.
+        let head = &mut self.tables[t][i];
+        *entry.next_mut() = head.take();
+        *head = Some(entry);
+        self.len += 1;
+    }
+
+    /// Removes and returns the entry with this key (its `next` is `None`).
+    pub fn remove(&mut self, key: &[u8]) -> Option<L> {
+        self.step(REHASH_MOVES);
+        let h = self.hash(key);
+        let slot = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?;
+        let mut e = slot.take()?;
+        *slot = e.next_mut().take();
+        self.len -= 1;
+        Some(e)
+    }
+
+    /// Replaces the entry with this key by `f(entry)` in the same chain position, for an entry
+    /// whose allocation changes (a packed entry reallocated to grow its value). `f` receives
+    /// the entry unlinked (`next == None`) and must return an entry with the same key; its
+    /// link is then restored. Returns the new entry, or `None` (without calling `f`) when the
+    /// key is absent. If `f` panics, the entry is gone and the dict stays consistent.
+    pub fn replace_with(&mut self, key: &[u8], f: impl FnOnce(L) -> L) -> Option<&mut L> {
+        self.step(REHASH_MOVES);
+        let h = self.hash(key);
+        let slot = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?;
+        let mut old = slot.take()?;
+        *slot = old.next_mut().take();
+        self.len -= 1;
+        let mut new = f(old);
+        debug_assert!(new.key() == key, "replace_with changed the key");
+        debug_assert!(new.next().is_none(), "replace_with returned a linked entry");
+        *new.next_mut() = slot.take();
+        *slot = Some(new);
+        self.len += 1;
+        slot.as_mut()
+    }
+
+    /// Keeps only the entries for which `f` returns true. Visits every bucket: O(size + len).
+    /// Does no rehash step and never resizes.
+    pub fn retain(&mut self, mut f: impl FnMut(&mut L) -> bool) {
+        let mut removed = 0;
+        for head in self.tables.iter_mut().flatten() {
+            let mut slot = head;
+            loop {
+                let keep = match slot.as_mut() {
+                    None => break,
+                    Some(e) => f(e),
+                };
+                if keep {
+                    if let Some(e) = slot {
+                        slot = e.next_mut();
+                    }
+                } else if let Some(mut e) = slot.take() {
+                    *slot = e.next_mut().take();
+                    removed += 1;
+                }
+            }
+        }
+        self.len -= removed;
+    }
+
+    /// Removes every entry and frees both bucket arrays. O(size + len), iterative.
+    pub fn clear(&mut self) {
+        for table in &mut self.tables {
+            for head in table.iter_mut() {
+                let mut cur = head.take();
+                while let Some(mut e) = cur {
+                    cur = e.next_mut().take();
+                }
+            }
+            *table = Vec::new();
+        }
+        self.size0 = 0;
+        self.size1 = 0;
+        self.len = 0;
+    }
+
+    /// Starts a progressive shrink when fewer than [`SHRINK_FILL_PERCENT`]% of the buckets are
+    /// used (Redis's rule). Call it from a periodic cron. Does nothing while rehashing.
+    pub fn maybe_shrink(&mut self) {
+        if self.is_rehashing()
+            || self.size0 <= MIN_BUCKETS
+            || self.len * 100 >= self.size0 * SHRINK_FILL_PERCENT
+        {
+            return;
+        }
+        let target = target_buckets(self.len, self.size0);
+        if target < self.size0 {
+            self.start_resize(target);
+        }
+    }
+
+    /// Starts a rehash to `size` buckets by reserving the new array; the first table (no
+    /// entries to keep) is allocated and filled at once instead.
+    fn start_resize(&mut self, size: usize) {
+        debug_assert!(!self.is_rehashing() && size.is_power_of_two() && size >= MIN_BUCKETS);
+        if self.size0 == 0 {
+            self.tables[0] = std::iter::repeat_with(|| None).take(size).collect();
+            self.size0 = size;
+        } else {
+            self.tables[1] = Vec::with_capacity(size);
+            self.size1 = size;
+        }
+    }
+
+    /// One rehash step, for idle time: appends at most `FILL_PER_MOVE * max_moves` empty heads
+    /// to the new array, or makes at most `max_moves` entry moves and `POPS_PER_MOVE *
+    /// max_moves` bucket pops. Returns whether the rehash is still in progress.
+    pub fn rehash_step(&mut self, max_moves: usize) -> bool {
+        self.step(max_moves)
+    }
+
+    fn step(&mut self, max_moves: usize) -> bool {
+        if !self.is_rehashing() {
+            return false;
+        }
+        let [old, new] = &mut self.tables;
+        if new.len() < self.size1 {
+            // Fill phase. Within the reserved capacity: never reallocates.
+            let n = (self.size1 - new.len()).min(max_moves.saturating_mul(FILL_PER_MOVE));
+            new.resize_with(new.len() + n, || None);
+            #[cfg(test)]
+            tests::record_step(0, 0, n);
+            return true;
+        }
+        let max_pops = max_moves.saturating_mul(POPS_PER_MOVE);
+        let mask1 = self.size1 - 1;
+        let (mut moves, mut pops) = (0, 0);
+        while moves < max_moves && pops < max_pops {
+            let Some(slot) = old.last_mut() else { break };
+            match slot.take() {
+                None => {
+                    old.pop();
+                    pops += 1;
+                }
+                Some(mut e) => {
+                    *slot = e.next_mut().take();
+                    let i = hash_with(&self.hasher, e.key()) as usize & mask1;
+                    let head = &mut new[i];
+                    *e.next_mut() = head.take();
+                    *head = Some(e);
+                    moves += 1;
+                }
+            }
+        }
+        #[cfg(test)]
+        tests::record_step(moves, pops, 0);
+        if old.is_empty() {
+            // The old array has length 0: dropping it only deallocates.
+            self.tables[0] = std::mem::take(&mut self.tables[1]);
+            self.size0 = std::mem::take(&mut self.size1);
+            false
+        } else {
+            true
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn hash_with(hasher: &SeedableRandomState, key: &[u8]) -> u64 {
+    // `write` alone (no length prefix): foldhash already mixes the length in.
+    let mut h = hasher.build_hasher();
+    h.write(key);
+    h.finish()
+}
+
+/// The entry with `key` in the chain starting at `cur`.
+fn find<'a, L: Link>(mut cur: Option<&'a L>, key: &[u8]) -> Option<&'a L> {
+    while let Some(e) = cur {
+        if e.key() == key {
+            return Some(e);
+        }
+        cur = e.next();
+    }
+    None
+}
+
+/// The slot in the chain starting at `slot` that holds `key`, or the chain's terminal `None`.
+fn slot_of<'a, L: Link>(mut slot: &'a mut Option<L>, key: &[u8]) -> &'a mut Option<L> {
+    loop {
+        let hit = match slot.as_ref() {
+            None => true,
+            Some(e) => e.key() == key,
+        };
+        if hit {
+            return slot;
+        }
+        if let Some(e) = slot {
+            slot = e.next_mut();
+        }
+    }
+}
+
+/// Size of the table a rehash of `n` entries out of `old` buckets should target: the smallest
+/// power of two that is at least [`MIN_BUCKETS`], keeps the fill ≤ 1/2, and is at least the
+/// `need` bound of the module docs, so the rehash finishes before the new table fills.
+fn target_buckets(n: usize, old: usize) -> usize {
+    let need = |size: usize| {
+        let fill_steps = size.div_ceil(REHASH_FILL);
+        let moves = n + 1 + fill_steps + old.div_ceil(POPS_PER_MOVE);
+        n + 1 + fill_steps + moves.div_ceil(REHASH_MOVES - 1)
+    };
+    let mut size = n.saturating_mul(2).max(MIN_BUCKETS).next_power_of_two();
+    while need(size) > size {
+        size *= 2;
+    }
+    size
+}

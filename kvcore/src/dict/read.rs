@@ -1,0 +1,151 @@
+//! Read-only walks of a [`Dict`]: iteration, SCAN and random sampling.
+
+use super::{Dict, Link};
+
+/// Chains shorter than this are sampled exactly fairly by [`Dict::random`].
+const FAIR_CHAIN: usize = 4;
+/// Rejection-sampling rounds of [`Dict::random`] before its fallback.
+const RANDOM_TRIES: usize = 256;
+
+/// Iterator over a dict's entries, in bucket order. See [`Dict::iter`].
+pub struct Iter<'a, L> {
+    buckets: std::iter::Chain<std::slice::Iter<'a, Option<L>>, std::slice::Iter<'a, Option<L>>>,
+    node: Option<&'a L>,
+    remaining: usize,
+}
+
+impl<'a, L: Link> Iterator for Iter<'a, L> {
+    type Item = &'a L;
+
+    fn next(&mut self) -> Option<&'a L> {
+        loop {
+            if let Some(e) = self.node {
+                self.node = e.next();
+                self.remaining -= 1;
+                return Some(e);
+            }
+            self.node = self.buckets.next()?.as_ref();
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<L: Link> ExactSizeIterator for Iter<'_, L> {}
+
+impl<L: Link> Dict<L> {
+    /// Every entry once, in bucket order. O(size + len).
+    pub fn iter(&self) -> Iter<'_, L> {
+        Iter {
+            buckets: self.tables[0].iter().chain(self.tables[1].iter()),
+            node: None,
+            remaining: self.len,
+        }
+    }
+
+    /// One step of a SCAN (Redis's `dictScan`): calls `f` on the entries of one bucket (while
+    /// rehashing: one bucket of the smaller table and all its expansions in the larger) and
+    /// returns the next cursor, 0 when the scan is complete. Start with cursor 0.
+    ///
+    /// Guarantee: an entry present from the first call to the last is passed to `f` at least
+    /// once, however the table grows, shrinks or rehashes between calls (entries may repeat).
+    /// Why: the cursor counts with its bits reversed, so its low bits, which select the bucket,
+    /// advance most slowly. The buckets `b` and `b + k·size` of a larger table are exactly the
+    /// ones that split from (or merge into) bucket `b` of a smaller one; after visiting bucket
+    /// `b` under mask `m`, the next cursor moves past all of `b`'s expansions under any mask,
+    /// and every cursor below it in reversed order has had its bucket and expansions visited. A
+    /// shrink can only repeat buckets, never skip them. During a rehash an entry is in its old
+    /// bucket or in one of that bucket's expansions in the new table, and both are visited in
+    /// the same call.
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&L)) -> u64 {
+        let [t0, t1] = &self.tables;
+        let mut v = cursor;
+        if !self.is_rehashing() {
+            if self.size0 == 0 {
+                return 0;
+            }
+            let m0 = (self.size0 - 1) as u64;
+            visit(t0, v & m0, &mut f);
+            return next_cursor(v, m0);
+        }
+        let (m0, m1) = ((self.size0 - 1) as u64, (self.size1 - 1) as u64);
+        let (small, ms, large, ml) = if m0 <= m1 {
+            (t0, m0, t1, m1)
+        } else {
+            (t1, m1, t0, m0)
+        };
+        visit(small, v & ms, &mut f);
+        loop {
+            visit(large, v & ml, &mut f);
+            v = next_cursor(v, ml);
+            if v & (ms ^ ml) == 0 {
+                return v;
+            }
+        }
+    }
+
+    /// A random entry chosen from the caller's randomness `r` (RANDOMKEY, eviction sampling);
+    /// `None` when empty. Deterministic in `r`.
+    ///
+    /// Fair by rejection sampling: pick a bucket uniformly among the live ones of both tables
+    /// and a position `j < max(4, chain length)`; accept the entry at `j` if there is one. Each
+    /// entry of a chain shorter than 5 is then equally likely (a longer chain's entries a little
+    /// less). Costs about `4 / load` bucket probes; after 256 rejections (a very sparse table: at
+    /// load 0.1 that happens once in ~600 calls) it falls back to the first non-empty bucket
+    /// after a random one, which favours entries that follow long runs of empty buckets. For cheap unfair sampling,
+    /// [`Dict::scan`] from a random cursor visits one bucket.
+    pub fn random(&self, r: u64) -> Option<&L> {
+        if self.len == 0 {
+            return None;
+        }
+        let [t0, t1] = &self.tables;
+        let n0 = t0.len();
+        let total = n0 + t1.len();
+        let bucket =
+            |b: usize| if b < n0 { t0.get(b) } else { t1.get(b - n0) }.and_then(Option::as_ref);
+        let mut rng = r;
+        for _ in 0..RANDOM_TRIES {
+            let head = bucket(below(splitmix64(&mut rng), total));
+            let c = chain(head).count();
+            let j = below(splitmix64(&mut rng), c.max(FAIR_CHAIN));
+            if j < c {
+                return chain(head).nth(j);
+            }
+        }
+        let start = below(splitmix64(&mut rng), total);
+        let head = (start..total).chain(0..start).find_map(bucket)?;
+        let c = chain(Some(head)).count();
+        chain(Some(head)).nth(below(splitmix64(&mut rng), c))
+    }
+}
+
+fn chain<L: Link>(head: Option<&L>) -> impl Iterator<Item = &L> {
+    std::iter::successors(head, |e| e.next())
+}
+
+fn visit<L: Link>(table: &[Option<L>], idx: u64, f: &mut impl FnMut(&L)) {
+    // `get`: a migrated bucket of the old table is past its truncated end, i.e. empty.
+    if let Some(head) = table.get(idx as usize) {
+        chain(head.as_ref()).for_each(f);
+    }
+}
+
+/// Increments the bits of `v` selected by `mask` as a reversed number, clearing the others.
+fn next_cursor(v: u64, mask: u64) -> u64 {
+    (v | !mask).reverse_bits().wrapping_add(1).reverse_bits()
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Maps a uniform `x` to `0..n` (Lemire's multiply-shift).
+fn below(x: u64, n: usize) -> usize {
+    ((u128::from(x) * n as u128) >> 64) as usize
+}

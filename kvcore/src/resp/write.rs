@@ -1,0 +1,285 @@
+//! Reply writer: appends RESP2 or RESP3 replies to an output buffer.
+//!
+//! Each method writes exactly one reply (or one aggregate header, to be
+//! followed by its elements) as Redis 7.0 encodes it for the connection's
+//! protocol. Numbers are written with `itoa`; nothing goes through `fmt`.
+
+use super::float::{format_double, DOUBLE_BUF_LEN};
+use super::ProtocolError;
+
+/// The protocol a connection speaks (`HELLO 2` / `HELLO 3`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Proto {
+    /// RESP2, the default.
+    #[default]
+    Resp2,
+    /// RESP3.
+    Resp3,
+}
+
+/// Appends replies to `out` in the encoding of `proto`.
+#[derive(Debug)]
+pub struct ReplyWriter<'a> {
+    /// The connection's output buffer.
+    pub out: &'a mut Vec<u8>,
+    /// The protocol the replies are encoded in.
+    pub proto: Proto,
+}
+
+const CRLF: &[u8] = b"\r\n";
+
+impl<'a> ReplyWriter<'a> {
+    /// A writer appending to `out`.
+    pub fn new(out: &'a mut Vec<u8>, proto: Proto) -> Self {
+        ReplyWriter { out, proto }
+    }
+
+    fn resp3(&self) -> bool {
+        self.proto == Proto::Resp3
+    }
+
+    /// `<ty><n>\r\n<body>\r\n`, or `<ty><n>\r\n` when `body` is `None`.
+    fn framed<N: itoa::Integer>(&mut self, ty: u8, n: N, body: Option<&[&[u8]]>) {
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n).as_bytes();
+        let body_len = body.map_or(0, |parts| {
+            parts.iter().map(|p| p.len()).sum::<usize>() + CRLF.len()
+        });
+        self.out.reserve(1 + digits.len() + CRLF.len() + body_len);
+        self.out.push(ty);
+        self.out.extend_from_slice(digits);
+        self.out.extend_from_slice(CRLF);
+        if let Some(parts) = body {
+            for part in parts {
+                self.out.extend_from_slice(part);
+            }
+            self.out.extend_from_slice(CRLF);
+        }
+    }
+
+    /// `<ty><text>\r\n`.
+    fn line(&mut self, ty: u8, text: &[u8]) {
+        self.out.reserve(1 + text.len() + CRLF.len());
+        self.out.push(ty);
+        self.out.extend_from_slice(text);
+        self.out.extend_from_slice(CRLF);
+    }
+
+    /// A simple string, `+text\r\n`. `text` must not contain `\r` or `\n`.
+    pub fn simple(&mut self, text: &[u8]) {
+        self.line(b'+', text);
+    }
+
+    /// `+OK\r\n`.
+    pub fn ok(&mut self) {
+        self.out.extend_from_slice(b"+OK\r\n");
+    }
+
+    /// An error, `-text\r\n`; `text` is the whole line, e.g. `b"ERR syntax error"`.
+    pub fn error(&mut self, text: &[u8]) {
+        self.line(b'-', text);
+    }
+
+    /// A protocol error: `-ERR Protocol error: ...\r\n`.
+    pub fn protocol_error(&mut self, error: ProtocolError) {
+        let text = error.as_bytes();
+        self.out.reserve(5 + text.len() + CRLF.len());
+        self.out.extend_from_slice(b"-ERR ");
+        self.out.extend_from_slice(text);
+        self.out.extend_from_slice(CRLF);
+    }
+
+    /// An integer, `:n\r\n`.
+    pub fn int(&mut self, n: i64) {
+        self.framed(b':', n, None);
+    }
+
+    /// A bulk string, `$len\r\nbytes\r\n`.
+    pub fn bulk(&mut self, bytes: &[u8]) {
+        self.framed(b'$', bytes.len(), Some(&[bytes]));
+    }
+
+    /// An integer as a bulk string (`GET` of an integer-encoded value).
+    pub fn bulk_int(&mut self, n: i64) {
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(n).as_bytes();
+        self.bulk(digits);
+    }
+
+    /// The null bulk string: `$-1\r\n`, RESP3 `_\r\n`.
+    pub fn null(&mut self) {
+        self.out
+            .extend_from_slice(if self.resp3() { b"_\r\n" } else { b"$-1\r\n" });
+    }
+
+    /// The null array: `*-1\r\n`, RESP3 `_\r\n`.
+    pub fn null_array(&mut self) {
+        self.out
+            .extend_from_slice(if self.resp3() { b"_\r\n" } else { b"*-1\r\n" });
+    }
+
+    /// An array header, `*n\r\n`, followed by `n` replies.
+    pub fn array_len(&mut self, n: usize) {
+        self.framed(b'*', n, None);
+    }
+
+    /// A map header of `n` pairs (`%n`), followed by `2n` replies;
+    /// RESP2 sends a flat array `*2n`.
+    pub fn map_len(&mut self, n: usize) {
+        if self.resp3() {
+            self.framed(b'%', n, None);
+        } else {
+            self.framed(b'*', n.saturating_mul(2), None);
+        }
+    }
+
+    /// A set header (`~n`, RESP2 `*n`), followed by `n` replies.
+    pub fn set_len(&mut self, n: usize) {
+        self.framed(if self.resp3() { b'~' } else { b'*' }, n, None);
+    }
+
+    /// A push header (`>n`, RESP2 `*n`), followed by `n` replies.
+    pub fn push_len(&mut self, n: usize) {
+        self.framed(if self.resp3() { b'>' } else { b'*' }, n, None);
+    }
+
+    /// A double as Redis 7.0 sends it: `%.17g` text, `inf` and `-inf`;
+    /// RESP3 `,text\r\n`, RESP2 a bulk string.
+    pub fn double(&mut self, v: f64) {
+        let mut buf = [0u8; DOUBLE_BUF_LEN];
+        let text = format_double(v, &mut buf);
+        if self.resp3() {
+            self.line(b',', text);
+        } else {
+            self.bulk(text);
+        }
+    }
+
+    /// A boolean: RESP3 `#t` / `#f`, RESP2 `:1` / `:0`.
+    pub fn bool(&mut self, v: bool) {
+        self.out.extend_from_slice(match (self.resp3(), v) {
+            (true, true) => b"#t\r\n",
+            (true, false) => b"#f\r\n",
+            (false, true) => b":1\r\n",
+            (false, false) => b":0\r\n",
+        });
+    }
+
+    /// A verbatim string (`=len\r\nfmt:text\r\n`, e.g. format `txt`);
+    /// RESP2 sends `text` as a bulk string.
+    pub fn verbatim(&mut self, format: &[u8; 3], text: &[u8]) {
+        if self.resp3() {
+            self.framed(b'=', text.len() + 4, Some(&[format, b":", text]));
+        } else {
+            self.bulk(text);
+        }
+    }
+
+    /// A big number given as its decimal digits: RESP3 `(digits\r\n`,
+    /// RESP2 a bulk string.
+    pub fn big_number(&mut self, digits: &[u8]) {
+        if self.resp3() {
+            self.line(b'(', digits);
+        } else {
+            self.bulk(digits);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn both(f: impl Fn(&mut ReplyWriter<'_>)) -> (Vec<u8>, Vec<u8>) {
+        let (mut two, mut three) = (Vec::new(), Vec::new());
+        f(&mut ReplyWriter::new(&mut two, Proto::Resp2));
+        f(&mut ReplyWriter::new(&mut three, Proto::Resp3));
+        (two, three)
+    }
+
+    fn check(f: impl Fn(&mut ReplyWriter<'_>), resp2: &[u8], resp3: &[u8]) {
+        let (two, three) = both(f);
+        assert_eq!(
+            two.escape_ascii().to_string(),
+            resp2.escape_ascii().to_string()
+        );
+        assert_eq!(
+            three.escape_ascii().to_string(),
+            resp3.escape_ascii().to_string()
+        );
+    }
+
+    #[test]
+    fn scalars() {
+        check(|w| w.ok(), b"+OK\r\n", b"+OK\r\n");
+        check(|w| w.simple(b"PONG"), b"+PONG\r\n", b"+PONG\r\n");
+        check(
+            |w| w.error(b"ERR syntax error"),
+            b"-ERR syntax error\r\n",
+            b"-ERR syntax error\r\n",
+        );
+        check(|w| w.int(-42), b":-42\r\n", b":-42\r\n");
+        check(
+            |w| w.int(i64::MIN),
+            b":-9223372036854775808\r\n",
+            b":-9223372036854775808\r\n",
+        );
+        check(|w| w.bulk(b"hello"), b"$5\r\nhello\r\n", b"$5\r\nhello\r\n");
+        check(|w| w.bulk(b""), b"$0\r\n\r\n", b"$0\r\n\r\n");
+        check(|w| w.bulk_int(1234), b"$4\r\n1234\r\n", b"$4\r\n1234\r\n");
+        check(|w| w.null(), b"$-1\r\n", b"_\r\n");
+        check(|w| w.null_array(), b"*-1\r\n", b"_\r\n");
+        check(|w| w.bool(true), b":1\r\n", b"#t\r\n");
+        check(|w| w.bool(false), b":0\r\n", b"#f\r\n");
+        check(|w| w.big_number(b"-123"), b"$4\r\n-123\r\n", b"(-123\r\n");
+        check(
+            |w| w.verbatim(b"txt", b"hi"),
+            b"$2\r\nhi\r\n",
+            b"=6\r\ntxt:hi\r\n",
+        );
+    }
+
+    #[test]
+    fn doubles() {
+        check(
+            |w| w.double(1.1),
+            b"$18\r\n1.1000000000000001\r\n",
+            b",1.1000000000000001\r\n",
+        );
+        check(|w| w.double(3.0), b"$1\r\n3\r\n", b",3\r\n");
+        check(|w| w.double(f64::INFINITY), b"$3\r\ninf\r\n", b",inf\r\n");
+        check(
+            |w| w.double(f64::NEG_INFINITY),
+            b"$4\r\n-inf\r\n",
+            b",-inf\r\n",
+        );
+    }
+
+    #[test]
+    fn aggregates() {
+        check(|w| w.array_len(3), b"*3\r\n", b"*3\r\n");
+        check(|w| w.map_len(2), b"*4\r\n", b"%2\r\n");
+        check(|w| w.set_len(2), b"*2\r\n", b"~2\r\n");
+        check(|w| w.push_len(3), b"*3\r\n", b">3\r\n");
+        check(|w| w.array_len(0), b"*0\r\n", b"*0\r\n");
+    }
+
+    #[test]
+    fn protocol_error_line() {
+        check(
+            |w| w.protocol_error(ProtocolError::InvalidBulkLength),
+            b"-ERR Protocol error: invalid bulk length\r\n",
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        );
+    }
+
+    #[test]
+    fn appends() {
+        let mut out = b"+x\r\n".to_vec();
+        let mut w = ReplyWriter::new(&mut out, Proto::Resp2);
+        w.array_len(2);
+        w.bulk(b"a");
+        w.int(1);
+        assert_eq!(out, b"+x\r\n*2\r\n$1\r\na\r\n:1\r\n");
+    }
+}

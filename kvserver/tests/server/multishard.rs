@@ -1,0 +1,143 @@
+//! Routing across shards: big pipelines, atomic multi-key commands, whole-keyspace commands.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::support::{call, cmd, read_replies, Server};
+
+#[test]
+fn pipeline_of_10000_mixed_commands_keeps_order() {
+    let server = Server::start(&["--threads", "3"]);
+    let mut s = server.raw();
+    let mut req = Vec::new();
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for i in 0..2500 {
+        req.extend(cmd(&format!("SET key:{i} {i}")));
+        want.push(b"+OK\r\n".to_vec());
+        req.extend(cmd(&format!("GET key:{i}")));
+        want.push(format!("${}\r\n{i}\r\n", i.to_string().len()).into_bytes());
+        req.extend(cmd(&format!("INCR ctr:{}", i % 7)));
+        want.push(format!(":{}\r\n", i / 7 + 1).into_bytes());
+        req.extend(cmd(&format!("MGET key:{i} key:{} nokey:{i}", i / 2)));
+        let half = (i / 2).to_string();
+        want.push(format!("*3\r\n${}\r\n{i}\r\n${}\r\n{half}\r\n$-1\r\n", i.to_string().len(), half.len()).into_bytes());
+    }
+    s.write_all(&req).unwrap();
+    let got = read_replies(&mut s, want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(String::from_utf8_lossy(g), String::from_utf8_lossy(w), "reply {i}");
+    }
+    assert_eq!(call(&mut s, "DBSIZE"), ":2507\r\n");
+}
+
+#[test]
+fn keys_scan_and_dbsize_cover_all_shards() {
+    let server = Server::start(&["--threads", "3"]);
+    let mut c = server.client();
+    for i in 0..300 {
+        let _: () = redis::cmd("SET").arg(format!("k{i}")).arg(i).query(&mut c).unwrap();
+    }
+    let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 300);
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("k*").query(&mut c).unwrap();
+    keys.sort();
+    assert_eq!(keys.len(), 300);
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(17).query(&mut c).unwrap();
+        seen.extend(batch);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    assert_eq!(seen.len(), 300);
+    let info: String = redis::cmd("INFO").arg("keyspace").query(&mut c).unwrap();
+    assert!(info.contains("db0:keys=300,expires=0"), "{info}");
+    let _: () = redis::cmd("FLUSHALL").query(&mut c).unwrap();
+    let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn rename_and_copy_across_shards() {
+    let server = Server::start(&["--threads", "3"]);
+    let mut s = server.raw();
+    // Find two keys on different shards: with 3 shards, among a few keys some must differ.
+    assert_eq!(call(&mut s, "SET src hello"), "+OK\r\n");
+    assert_eq!(call(&mut s, "PEXPIRE src 100000"), ":1\r\n");
+    for i in 0..8 {
+        let dst = format!("dst{i}");
+        assert_eq!(call(&mut s, &format!("RENAME src {dst}")), "+OK\r\n");
+        assert_eq!(call(&mut s, "EXISTS src"), ":0\r\n");
+        assert_eq!(call(&mut s, &format!("GET {dst}")), "$5\r\nhello\r\n");
+        let ttl = call(&mut s, &format!("PTTL {dst}"));
+        assert!(ttl.starts_with(':') && !ttl.starts_with(":-"), "ttl kept: {ttl}");
+        assert_eq!(call(&mut s, &format!("RENAME {dst} src")), "+OK\r\n");
+        assert_eq!(call(&mut s, &format!("COPY src {dst}")), ":1\r\n");
+        assert_eq!(call(&mut s, &format!("COPY src {dst}")), ":0\r\n");
+        assert_eq!(call(&mut s, &format!("RENAMENX src {dst}")), ":0\r\n");
+        assert_eq!(call(&mut s, &format!("DEL {dst}")), ":1\r\n");
+    }
+    assert_eq!(call(&mut s, "RENAME nokey other"), "-ERR no such key\r\n");
+    assert_eq!(call(&mut s, "RENAMENX nokey other2"), "-ERR no such key\r\n");
+}
+
+/// Writers MSET all keys to one value; readers MGET all keys and fail if they ever see two
+/// different values: half of an MSET.
+#[test]
+fn mset_is_atomic_for_concurrent_mget() {
+    let server = Server::start(&["--threads", "3"]);
+    let keys: Vec<String> = (0..12).map(|i| format!("atom:{i}")).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for w in 0..2 {
+        let (keys, stop, port) = (keys.clone(), stop.clone(), server.port);
+        handles.push(std::thread::spawn(move || {
+            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+            let mut round = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let mut m = redis::cmd("MSET");
+                for k in &keys {
+                    m.arg(k).arg(format!("w{w}-{round}"));
+                }
+                let _: () = m.query(&mut c).unwrap();
+                round += 1;
+            }
+            0usize
+        }));
+    }
+    for _ in 0..2 {
+        let (keys, stop, port) = (keys.clone(), stop.clone(), server.port);
+        handles.push(std::thread::spawn(move || {
+            let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+            let mut checks = 0;
+            for _ in 0..1500 {
+                let vals: Vec<Option<String>> = redis::cmd("MGET").arg(&keys).query(&mut c).unwrap();
+                if vals[0].is_none() {
+                    assert!(vals.iter().all(Option::is_none), "half-visible MSET: {vals:?}");
+                    continue;
+                }
+                assert!(vals.iter().all(|v| v == &vals[0]), "MGET saw a mix of two MSETs: {vals:?}");
+                checks += 1;
+            }
+            stop.store(true, Ordering::Relaxed);
+            checks
+        }));
+    }
+    let checks: usize = handles.into_iter().map(|h| h.join().expect("no thread panicked")).sum();
+    assert!(checks > 1000, "readers checked {checks} full MGETs");
+}
+
+#[test]
+fn msetnx_never_half_applies() {
+    let server = Server::start(&["--threads", "3"]);
+    let mut s = server.raw();
+    assert_eq!(call(&mut s, "SET p5 taken"), "+OK\r\n");
+    assert_eq!(call(&mut s, "MSETNX p1 a p2 b p3 c p4 d p5 e"), ":0\r\n");
+    assert_eq!(call(&mut s, "EXISTS p1 p2 p3 p4"), ":0\r\n");
+    assert_eq!(call(&mut s, "MSETNX p1 a p2 b p3 c p4 d"), ":1\r\n");
+    assert_eq!(call(&mut s, "EXISTS p1 p2 p3 p4"), ":4\r\n");
+}

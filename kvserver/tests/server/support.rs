@@ -1,0 +1,132 @@
+//! Starting a server and talking raw RESP to it.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running kvserver, killed on drop.
+pub struct Server {
+    child: Child,
+    /// The port it listens on.
+    pub port: u16,
+}
+
+impl Server {
+    /// Starts kvserver with `--port 0` and extra arguments; waits until it is ready.
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+            .args(["--port", "0"])
+            .args(args)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("kvserver starts");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let mut lines = BufReader::new(stderr).lines();
+        let port = loop {
+            let line = lines.next().expect("kvserver printed a ready line").expect("utf-8 log");
+            if let Some(rest) = line.split("Ready to accept connections tcp on ").nth(1) {
+                break rest.rsplit(':').next().unwrap().trim().parse().unwrap();
+            }
+        };
+        // Keep draining stderr so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, port }
+    }
+
+    /// A `redis` crate connection.
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
+    }
+
+    /// A raw socket.
+    pub fn raw(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Whether the process is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// The server's resident set size in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status.lines().find(|l| l.starts_with("VmRSS")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Encodes a command as a RESP multibulk.
+pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut v = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        v.extend_from_slice(a);
+        v.extend_from_slice(b"\r\n");
+    }
+    v
+}
+
+/// Encodes a space-separated command line.
+pub fn cmd(line: &str) -> Vec<u8> {
+    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+    encode(&args)
+}
+
+/// Reads until `n` complete replies have arrived; returns the raw bytes of each.
+pub fn read_replies(s: &mut TcpStream, n: usize) -> Vec<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 65536];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while out.len() < n {
+        let mut off = 0;
+        out.clear();
+        while out.len() < n {
+            match kvcore::resp::reply::parse_reply(&buf[off..]).expect("valid reply") {
+                Some((_, used)) => {
+                    out.push(buf[off..off + used].to_vec());
+                    off += used;
+                }
+                None => break,
+            }
+        }
+        if out.len() == n {
+            break;
+        }
+        assert!(Instant::now() < deadline, "timed out with {} of {n} replies", out.len());
+        let got = s.read(&mut chunk).expect("read");
+        assert!(got > 0, "server closed after {} of {n} replies", out.len());
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    out
+}
+
+/// Sends one command and returns its raw reply as text.
+pub fn call(s: &mut TcpStream, line: &str) -> String {
+    s.write_all(&cmd(line)).unwrap();
+    String::from_utf8_lossy(&read_replies(s, 1)[0]).into_owned()
+}
+
+/// Whether the peer closed the connection (EOF) within the read timeout.
+pub fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 4096];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
