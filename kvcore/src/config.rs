@@ -80,14 +80,44 @@ pub static PARAMS: &[Param] = &[
     p!("loglevel", Kind::Enum(LOGLEVELS), "notice"),
     p!("save", Kind::Text, ""),
     p!("appendonly", Kind::Bool, "no"),
-    p!("hash-max-listpack-entries", ["hash-max-ziplist-entries"], I32, "512", true),
-    p!("hash-max-listpack-value", ["hash-max-ziplist-value"], I32, "64", true),
-    p!("zset-max-listpack-entries", ["zset-max-ziplist-entries"], I32, "128", true),
-    p!("zset-max-listpack-value", ["zset-max-ziplist-value"], I32, "64", true),
+    p!(
+        "hash-max-listpack-entries",
+        ["hash-max-ziplist-entries"],
+        I32,
+        "512",
+        true
+    ),
+    p!(
+        "hash-max-listpack-value",
+        ["hash-max-ziplist-value"],
+        I32,
+        "64",
+        true
+    ),
+    p!(
+        "zset-max-listpack-entries",
+        ["zset-max-ziplist-entries"],
+        I32,
+        "128",
+        true
+    ),
+    p!(
+        "zset-max-listpack-value",
+        ["zset-max-ziplist-value"],
+        I32,
+        "64",
+        true
+    ),
     p!("set-max-intset-entries", I32, "512"),
     p!("set-max-listpack-entries", I32, "128"),
     p!("set-max-listpack-value", I32, "64"),
-    p!("list-max-listpack-size", ["list-max-ziplist-size"], Kind::Int(i32::MIN as i64, i32::MAX as i64), "-2", true),
+    p!(
+        "list-max-listpack-size",
+        ["list-max-ziplist-size"],
+        Kind::Int(i32::MIN as i64, i32::MAX as i64),
+        "-2",
+        true
+    ),
 ];
 
 /// Current values, in [`PARAMS`] order, plus typed copies of the hot ones.
@@ -215,7 +245,10 @@ fn normalize(p: &Param, v: &str) -> Result<String, String> {
             if words.contains(&l.as_str()) {
                 Ok(l)
             } else {
-                Err(format!("argument(s) must be one of the following: {}", words.join(", ")))
+                Err(format!(
+                    "argument(s) must be one of the following: {}",
+                    words.join(", ")
+                ))
             }
         }
         Kind::Text => Ok(v.to_string()),
@@ -229,7 +262,11 @@ impl Config {
         self.maxmemory = num(self, "maxmemory");
         self.zset_max_listpack_entries = num(self, "zset-max-listpack-entries") as usize;
         self.zset_max_listpack_value = num(self, "zset-max-listpack-value") as usize;
-        self.requirepass = self.get("requirepass").unwrap_or_default().as_bytes().to_vec();
+        self.requirepass = self
+            .get("requirepass")
+            .unwrap_or_default()
+            .as_bytes()
+            .to_vec();
         self.databases = num(self, "databases").max(1) as usize;
     }
 
@@ -257,7 +294,8 @@ impl Config {
     /// Sets one parameter at start-up (immutable ones allowed).
     pub fn set_startup(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
         let (i, p) = find(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
-        self.values[i] = normalize(p, value).map_err(|why| ConfigError::Invalid(p.name.into(), why))?;
+        self.values[i] =
+            normalize(p, value).map_err(|why| ConfigError::Invalid(p.name.into(), why))?;
         self.refresh_typed();
         Ok(())
     }
@@ -273,7 +311,8 @@ impl Config {
             if staged.iter().any(|(j, _)| *j == i) {
                 return Err(ConfigError::Duplicate(name.to_string()));
             }
-            let v = normalize(p, value).map_err(|why| ConfigError::Invalid(name.to_string(), why))?;
+            let v =
+                normalize(p, value).map_err(|why| ConfigError::Invalid(name.to_string(), why))?;
             staged.push((i, v));
         }
         for (i, v) in staged {
@@ -300,12 +339,21 @@ mod tests {
     #[test]
     fn set_is_all_or_nothing() {
         let mut c = Config::default();
-        assert_eq!(c.set_many(&[("hz", "5"), ("maxmemory", "x")]).unwrap_err(), ConfigError::Invalid("maxmemory".into(), "argument must be a memory value".into()));
+        assert_eq!(
+            c.set_many(&[("hz", "5"), ("maxmemory", "x")]).unwrap_err(),
+            ConfigError::Invalid("maxmemory".into(), "argument must be a memory value".into())
+        );
         assert_eq!(c.get("hz"), Some("10"));
         c.set_many(&[("hz", "5"), ("maxmemory", "1mb")]).unwrap();
         assert_eq!(c.get("hz"), Some("5"));
         assert_eq!(c.maxmemory, 1 << 20);
-        assert!(matches!(c.set_many(&[("databases", "3")]), Err(ConfigError::Immutable(_))));
-        assert_eq!(c.matching(b"zset-max-ziplist-entries"), vec![("zset-max-ziplist-entries", "128")]);
+        assert!(matches!(
+            c.set_many(&[("databases", "3")]),
+            Err(ConfigError::Immutable(_))
+        ));
+        assert_eq!(
+            c.matching(b"zset-max-ziplist-entries"),
+            vec![("zset-max-ziplist-entries", "128")]
+        );
     }
 }

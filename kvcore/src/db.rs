@@ -113,15 +113,20 @@ impl Db {
     /// A store with the given configuration and the system clock.
     pub fn with_config(config: Config) -> Self {
         let n = config.databases;
-        let mut embedded = Session::default();
-        embedded.authenticated = true;
+        let embedded = Session {
+            authenticated: true,
+            ..Session::default()
+        };
         let mut db = Db {
             dbs: (0..n).map(|_| Keyspace::new()).collect(),
             clock: Clock::System,
             now: 0,
             config,
             stats: Stats::default(),
-            host: HostInfo { shards: 1, ..HostInfo::default() },
+            host: HostInfo {
+                shards: 1,
+                ..HostInfo::default()
+            },
             rng: 0x9e37_79b9_7f4a_7c15,
             embedded,
             scratch: Vec::new(),
@@ -177,7 +182,10 @@ impl Db {
     /// `args[0]` is the command name; an empty `args` does nothing.
     pub fn dispatch(&mut self, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
         let Some(&name) = args.first() else { return };
-        let mut w = ReplyWriter { out, proto: session.proto };
+        let mut w = ReplyWriter {
+            out,
+            proto: session.proto,
+        };
         let Some(spec) = commands::lookup(name) else {
             commands::unknown_command(&mut w, args);
             return;
@@ -195,7 +203,11 @@ impl Db {
             }
         }
         self.stats.commands += 1;
-        let mut ctx = Ctx { db: self, session, out: w };
+        let mut ctx = Ctx {
+            db: self,
+            session,
+            out: w,
+        };
         (spec.handler)(&mut ctx, args);
     }
 

@@ -99,8 +99,10 @@ mod tests {
 
     #[test]
     fn redis_glob_cases() {
-        let yes = |p: &str, s: &str| assert!(matches(p.as_bytes(), s.as_bytes(), false), "{p} ~ {s}");
-        let no = |p: &str, s: &str| assert!(!matches(p.as_bytes(), s.as_bytes(), false), "{p} !~ {s}");
+        let yes =
+            |p: &str, s: &str| assert!(matches(p.as_bytes(), s.as_bytes(), false), "{p} ~ {s}");
+        let no =
+            |p: &str, s: &str| assert!(!matches(p.as_bytes(), s.as_bytes(), false), "{p} !~ {s}");
         yes("*", "");
         yes("*", "abc");
         yes("h?llo", "hello");

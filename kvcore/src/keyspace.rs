@@ -115,7 +115,12 @@ impl Default for Keyspace {
 impl Keyspace {
     /// An empty database.
     pub fn new() -> Self {
-        Keyspace { main: Dict::new(), expires: Dict::new(), expire_cursor: 0, expired_keys: 0 }
+        Keyspace {
+            main: Dict::new(),
+            expires: Dict::new(),
+            expire_cursor: 0,
+            expired_keys: 0,
+        }
     }
 
     /// Number of keys, including ones past their deadline not yet collected.
@@ -205,9 +210,18 @@ impl Keyspace {
 
     fn insert_new(&mut self, key: Box<[u8]>, value: Value, at: u64) {
         if at != 0 {
-            self.expires.insert(Box::new(ExpNode { next: None, key: key.clone(), at }));
+            self.expires.insert(Box::new(ExpNode {
+                next: None,
+                key: key.clone(),
+                at,
+            }));
         }
-        self.main.insert_new(Box::new(KeyNode { next: None, key, value, expire_at: at }));
+        self.main.insert_new(Box::new(KeyNode {
+            next: None,
+            key,
+            value,
+            expire_at: at,
+        }));
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
@@ -226,7 +240,11 @@ impl Keyspace {
                 self.expires.remove(key);
             }
             (false, true) => {
-                self.expires.insert(Box::new(ExpNode { next: None, key: key.into(), at: new }));
+                self.expires.insert(Box::new(ExpNode {
+                    next: None,
+                    key: key.into(),
+                    at: new,
+                }));
             }
             (true, true) => {
                 if let Some(e) = self.expires.get_mut(key) {
@@ -250,7 +268,11 @@ impl Keyspace {
             return None;
         }
         self.delete_node(key).map(|n| {
-            let ttl = if n.expire_at != 0 { Ttl::At(n.expire_at) } else { Ttl::Clear };
+            let ttl = if n.expire_at != 0 {
+                Ttl::At(n.expire_at)
+            } else {
+                Ttl::Clear
+            };
             (n.value, ttl)
         })
     }
@@ -265,7 +287,9 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return false;
         }
-        let Some(node) = self.main.get_mut(key) else { return false };
+        let Some(node) = self.main.get_mut(key) else {
+            return false;
+        };
         let old = node.expire_at;
         let new = at.unwrap_or(0);
         node.expire_at = new;

@@ -31,9 +31,9 @@ pub mod num;
 pub mod value;
 
 pub use clock::Clock;
-pub use commands::strings_api::{SetCondition, SetOptions, SetOutcome};
 pub use commands::keys_api::ExpireFlags;
 pub use commands::server_api::ShardStats;
+pub use commands::strings_api::{SetCondition, SetOptions, SetOutcome};
 pub use db::{Db, HostInfo, Session, Stats};
 pub use error::{OpError, OpResult};
 pub use keyspace::Ttl;

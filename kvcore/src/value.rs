@@ -113,7 +113,11 @@ impl Value {
 
 /// Number of bytes of the decimal form of `i`.
 fn int_len(i: i64) -> usize {
-    let digits = if i == 0 { 1 } else { i.unsigned_abs().ilog10() as usize + 1 };
+    let digits = if i == 0 {
+        1
+    } else {
+        i.unsigned_abs().ilog10() as usize + 1
+    };
     digits + usize::from(i < 0)
 }
 

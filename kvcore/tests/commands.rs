@@ -26,158 +26,227 @@ fn setup() -> (Db, Session) {
 #[test]
 fn strings_family() {
     let (mut db, mut s) = setup();
-    check(&mut db, &mut s, &[
-        ("GET k", "$-1\r\n"),
-        ("SET k v", "+OK\r\n"),
-        ("GET k", "$1\r\nv\r\n"),
-        ("SET k v2 NX", "$-1\r\n"),
-        ("SET k v2 XX GET", "$1\r\nv\r\n"),
-        ("SET k v NX XX", "-ERR syntax error\r\n"),
-        ("SET k v EX 0", "-ERR invalid expire time in 'set' command\r\n"),
-        ("SET k v EX abc", "-ERR value is not an integer or out of range\r\n"),
-        ("SET k v EX 10 PX 10", "-ERR syntax error\r\n"),
-        ("SET k v KEEPTTL EX 10", "-ERR syntax error\r\n"),
-        ("SET k v EX", "-ERR syntax error\r\n"),
-        ("SETNX k x", ":0\r\n"),
-        ("SETNX n 10", ":1\r\n"),
-        ("INCR n", ":11\r\n"),
-        ("INCRBY n -20", ":-9\r\n"),
-        ("DECRBY n 1", ":-10\r\n"),
-        ("DECR n", ":-11\r\n"),
-        ("INCR k", "-ERR value is not an integer or out of range\r\n"),
-        ("SET big 9223372036854775807", "+OK\r\n"),
-        ("INCR big", "-ERR increment or decrement would overflow\r\n"),
-        ("DECRBY n -9223372036854775808", "-ERR decrement would overflow\r\n"),
-        ("INCRBY n +1", "-ERR value is not an integer or out of range\r\n"),
-        ("OBJECT ENCODING n", "$3\r\nint\r\n"),
-        ("APPEND n 5", ":4\r\n"),
-        ("GET n", "$4\r\n-115\r\n"),
-        ("OBJECT ENCODING n", "$3\r\nraw\r\n"),
-        ("INCR n", ":-114\r\n"),
-        ("STRLEN n", ":4\r\n"),
-        ("STRLEN nokey", ":0\r\n"),
-        ("SET s Hello_World", "+OK\r\n"),
-        ("GETRANGE s 0 4", "$5\r\nHello\r\n"),
-        ("GETRANGE s -5 -1", "$5\r\nWorld\r\n"),
-        ("GETRANGE s -1 -5", "$0\r\n\r\n"),
-        ("GETRANGE s 5 100", "$6\r\n_World\r\n"),
-        ("SUBSTR s 0 0", "$1\r\nH\r\n"),
-        ("GETRANGE nokey 0 1", "$0\r\n\r\n"),
-        ("SETRANGE s 6 Redis", ":11\r\n"),
-        ("GET s", "$11\r\nHello_Redis\r\n"),
-        ("SETRANGE s -1 x", "-ERR offset is out of range\r\n"),
-        ("SETRANGE s 536870912 x", "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"),
-        ("SETRANGE new 3 ab", ":5\r\n"),
-        ("GET new", "$5\r\n\0\0\0ab\r\n"),
-        ("SETRANGE empty 3 ", ":0\r\n"),
-        ("EXISTS empty", ":0\r\n"),
-        ("GETSET s x", "$11\r\nHello_Redis\r\n"),
-        ("GETDEL s", "$1\r\nx\r\n"),
-        ("GETDEL s", "$-1\r\n"),
-        ("MSET a 1 b 2", "+OK\r\n"),
-        ("MSET a 1 b", "-ERR wrong number of arguments for 'mset' command\r\n"),
-        ("MGET a nokey b", "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n"),
-        ("MSETNX a 9 c 3", ":0\r\n"),
-        ("MSETNX c 3 d 4", ":1\r\n"),
-        ("GET c", "$1\r\n3\r\n"),
-        ("SET f 10.5", "+OK\r\n"),
-        ("INCRBYFLOAT f abc", "-ERR value is not a valid float\r\n"),
-        ("INCRBYFLOAT k 1", "-ERR value is not a valid float\r\n"),
-        ("GET", "-ERR wrong number of arguments for 'get' command\r\n"),
-        ("FOO a b", "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n"),
-    ]);
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("GET k", "$-1\r\n"),
+            ("SET k v", "+OK\r\n"),
+            ("GET k", "$1\r\nv\r\n"),
+            ("SET k v2 NX", "$-1\r\n"),
+            ("SET k v2 XX GET", "$1\r\nv\r\n"),
+            ("SET k v NX XX", "-ERR syntax error\r\n"),
+            (
+                "SET k v EX 0",
+                "-ERR invalid expire time in 'set' command\r\n",
+            ),
+            (
+                "SET k v EX abc",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("SET k v EX 10 PX 10", "-ERR syntax error\r\n"),
+            ("SET k v KEEPTTL EX 10", "-ERR syntax error\r\n"),
+            ("SET k v EX", "-ERR syntax error\r\n"),
+            ("SETNX k x", ":0\r\n"),
+            ("SETNX n 10", ":1\r\n"),
+            ("INCR n", ":11\r\n"),
+            ("INCRBY n -20", ":-9\r\n"),
+            ("DECRBY n 1", ":-10\r\n"),
+            ("DECR n", ":-11\r\n"),
+            ("INCR k", "-ERR value is not an integer or out of range\r\n"),
+            ("SET big 9223372036854775807", "+OK\r\n"),
+            ("INCR big", "-ERR increment or decrement would overflow\r\n"),
+            (
+                "DECRBY n -9223372036854775808",
+                "-ERR decrement would overflow\r\n",
+            ),
+            (
+                "INCRBY n +1",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("OBJECT ENCODING n", "$3\r\nint\r\n"),
+            ("APPEND n 5", ":4\r\n"),
+            ("GET n", "$4\r\n-115\r\n"),
+            ("OBJECT ENCODING n", "$3\r\nraw\r\n"),
+            ("INCR n", ":-114\r\n"),
+            ("STRLEN n", ":4\r\n"),
+            ("STRLEN nokey", ":0\r\n"),
+            ("SET s Hello_World", "+OK\r\n"),
+            ("GETRANGE s 0 4", "$5\r\nHello\r\n"),
+            ("GETRANGE s -5 -1", "$5\r\nWorld\r\n"),
+            ("GETRANGE s -1 -5", "$0\r\n\r\n"),
+            ("GETRANGE s 5 100", "$6\r\n_World\r\n"),
+            ("SUBSTR s 0 0", "$1\r\nH\r\n"),
+            ("GETRANGE nokey 0 1", "$0\r\n\r\n"),
+            ("SETRANGE s 6 Redis", ":11\r\n"),
+            ("GET s", "$11\r\nHello_Redis\r\n"),
+            ("SETRANGE s -1 x", "-ERR offset is out of range\r\n"),
+            (
+                "SETRANGE s 536870912 x",
+                "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+            ),
+            ("SETRANGE new 3 ab", ":5\r\n"),
+            ("GET new", "$5\r\n\0\0\0ab\r\n"),
+            ("SETRANGE empty 3 ", ":0\r\n"),
+            ("EXISTS empty", ":0\r\n"),
+            ("GETSET s x", "$11\r\nHello_Redis\r\n"),
+            ("GETDEL s", "$1\r\nx\r\n"),
+            ("GETDEL s", "$-1\r\n"),
+            ("MSET a 1 b 2", "+OK\r\n"),
+            (
+                "MSET a 1 b",
+                "-ERR wrong number of arguments for 'mset' command\r\n",
+            ),
+            ("MGET a nokey b", "*3\r\n$1\r\n1\r\n$-1\r\n$1\r\n2\r\n"),
+            ("MSETNX a 9 c 3", ":0\r\n"),
+            ("MSETNX c 3 d 4", ":1\r\n"),
+            ("GET c", "$1\r\n3\r\n"),
+            ("SET f 10.5", "+OK\r\n"),
+            ("INCRBYFLOAT f abc", "-ERR value is not a valid float\r\n"),
+            ("INCRBYFLOAT k 1", "-ERR value is not a valid float\r\n"),
+            (
+                "GET",
+                "-ERR wrong number of arguments for 'get' command\r\n",
+            ),
+            (
+                "FOO a b",
+                "-ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n",
+            ),
+        ],
+    );
 }
 
 #[test]
 fn expiry_with_a_manual_clock() {
     let (mut db, mut s) = setup();
-    check(&mut db, &mut s, &[
-        ("SET k v EX 10", "+OK\r\n"),
-        ("TTL k", ":10\r\n"),
-        ("PTTL k", ":10000\r\n"),
-        ("EXPIRETIME k", ":1700000010\r\n"),
-        ("PEXPIRETIME k", ":1700000010000\r\n"),
-        ("SET k v2 KEEPTTL", "+OK\r\n"),
-        ("TTL k", ":10\r\n"),
-        ("EXPIRE k 100 NX", ":0\r\n"),
-        ("EXPIRE k 100 GT", ":1\r\n"),
-        ("EXPIRE k 50 GT", ":0\r\n"),
-        ("EXPIRE k 50 LT", ":1\r\n"),
-        ("EXPIRE k 10 NX XX", "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n"),
-        ("EXPIRE k 10 GT LT", "-ERR GT and LT options at the same time are not compatible\r\n"),
-        ("EXPIRE k 10 FOO", "-ERR Unsupported option FOO\r\n"),
-        ("EXPIRE k 9223372036854775807", "-ERR invalid expire time in 'expire' command\r\n"),
-        ("PERSIST k", ":1\r\n"),
-        ("PERSIST k", ":0\r\n"),
-        ("TTL k", ":-1\r\n"),
-        ("TTL nokey", ":-2\r\n"),
-        ("EXPIRE nokey 10", ":0\r\n"),
-        ("PEXPIRE k 1500", ":1\r\n"),
-        ("SETEX e 0 v", "-ERR invalid expire time in 'setex' command\r\n"),
-        ("PSETEX e 100 v", "+OK\r\n"),
-        ("GETEX k PERSIST", "$2\r\nv2\r\n"),
-        ("TTL k", ":-1\r\n"),
-        ("GETEX k EX 5", "$2\r\nv2\r\n"),
-        ("TTL k", ":5\r\n"),
-        ("GETEX k EX 5 PX 4", "-ERR syntax error\r\n"),
-    ]);
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("SET k v EX 10", "+OK\r\n"),
+            ("TTL k", ":10\r\n"),
+            ("PTTL k", ":10000\r\n"),
+            ("EXPIRETIME k", ":1700000010\r\n"),
+            ("PEXPIRETIME k", ":1700000010000\r\n"),
+            ("SET k v2 KEEPTTL", "+OK\r\n"),
+            ("TTL k", ":10\r\n"),
+            ("EXPIRE k 100 NX", ":0\r\n"),
+            ("EXPIRE k 100 GT", ":1\r\n"),
+            ("EXPIRE k 50 GT", ":0\r\n"),
+            ("EXPIRE k 50 LT", ":1\r\n"),
+            (
+                "EXPIRE k 10 NX XX",
+                "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+            ),
+            (
+                "EXPIRE k 10 GT LT",
+                "-ERR GT and LT options at the same time are not compatible\r\n",
+            ),
+            ("EXPIRE k 10 FOO", "-ERR Unsupported option FOO\r\n"),
+            (
+                "EXPIRE k 9223372036854775807",
+                "-ERR invalid expire time in 'expire' command\r\n",
+            ),
+            ("PERSIST k", ":1\r\n"),
+            ("PERSIST k", ":0\r\n"),
+            ("TTL k", ":-1\r\n"),
+            ("TTL nokey", ":-2\r\n"),
+            ("EXPIRE nokey 10", ":0\r\n"),
+            ("PEXPIRE k 1500", ":1\r\n"),
+            (
+                "SETEX e 0 v",
+                "-ERR invalid expire time in 'setex' command\r\n",
+            ),
+            ("PSETEX e 100 v", "+OK\r\n"),
+            ("GETEX k PERSIST", "$2\r\nv2\r\n"),
+            ("TTL k", ":-1\r\n"),
+            ("GETEX k EX 5", "$2\r\nv2\r\n"),
+            ("TTL k", ":5\r\n"),
+            ("GETEX k EX 5 PX 4", "-ERR syntax error\r\n"),
+        ],
+    );
     db.clock_mut().advance(200);
     db.refresh_clock();
-    check(&mut db, &mut s, &[("GET e", "$-1\r\n"), ("EXISTS k", ":1\r\n")]);
+    check(
+        &mut db,
+        &mut s,
+        &[("GET e", "$-1\r\n"), ("EXISTS k", ":1\r\n")],
+    );
     db.clock_mut().advance(5000);
     db.refresh_clock();
-    check(&mut db, &mut s, &[("GET k", "$-1\r\n"), ("DBSIZE", ":0\r\n")]);
-    check(&mut db, &mut s, &[
-        ("SET k v", "+OK\r\n"),
-        ("EXPIRE k -5", ":1\r\n"),
-        ("EXISTS k", ":0\r\n"),
-    ]);
+    check(
+        &mut db,
+        &mut s,
+        &[("GET k", "$-1\r\n"), ("DBSIZE", ":0\r\n")],
+    );
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("SET k v", "+OK\r\n"),
+            ("EXPIRE k -5", ":1\r\n"),
+            ("EXISTS k", ":0\r\n"),
+        ],
+    );
 }
 
 #[test]
 fn keys_family() {
     let (mut db, mut s) = setup();
-    check(&mut db, &mut s, &[
-        ("MSET a 1 b 2 c 3", "+OK\r\n"),
-        ("EXISTS a b nokey a", ":3\r\n"),
-        ("DEL a nokey", ":1\r\n"),
-        ("UNLINK b", ":1\r\n"),
-        ("TYPE c", "+string\r\n"),
-        ("TYPE nokey", "+none\r\n"),
-        ("RENAME nokey x", "-ERR no such key\r\n"),
-        ("RENAME c d", "+OK\r\n"),
-        ("GET d", "$1\r\n3\r\n"),
-        ("RENAME d d", "+OK\r\n"),
-        ("RENAMENX d d", ":0\r\n"),
-        ("SET e 5", "+OK\r\n"),
-        ("RENAMENX d e", ":0\r\n"),
-        ("COPY d d", "-ERR source and destination objects are the same\r\n"),
-        ("COPY d e", ":0\r\n"),
-        ("COPY d e REPLACE", ":1\r\n"),
-        ("COPY d f DB 99", "-ERR DB index is out of range\r\n"),
-        ("COPY d f DB 1", ":1\r\n"),
-        ("COPY d f FOO", "-ERR syntax error\r\n"),
-        ("MOVE d 0", "-ERR source and destination objects are the same\r\n"),
-        ("MOVE d 1", ":1\r\n"),
-        ("SELECT 1", "+OK\r\n"),
-        ("DBSIZE", ":2\r\n"),
-        ("SELECT 16", "-ERR DB index is out of range\r\n"),
-        ("FLUSHDB FOO", "-ERR syntax error\r\n"),
-        ("FLUSHDB", "+OK\r\n"),
-        ("DBSIZE", ":0\r\n"),
-        ("SELECT 0", "+OK\r\n"),
-        ("RANDOMKEY", "$1\r\ne\r\n"),
-        ("KEYS *", "*1\r\n$1\r\ne\r\n"),
-        ("KEYS x*", "*0\r\n"),
-        ("SCAN x", "-ERR invalid cursor\r\n"),
-        ("SCAN 0 COUNT 0", "-ERR syntax error\r\n"),
-        ("SCAN 0 MATCH", "-ERR syntax error\r\n"),
-        ("SCAN 0 TYPE string", "*2\r\n$1\r\n0\r\n*1\r\n$1\r\ne\r\n"),
-        ("OBJECT ENCODING nokey", "$-1\r\n"),
-        ("OBJECT FOO", "-ERR unknown subcommand 'FOO'. Try OBJECT HELP.\r\n"),
-        ("FLUSHALL", "+OK\r\n"),
-        ("RANDOMKEY", "$-1\r\n"),
-    ]);
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("MSET a 1 b 2 c 3", "+OK\r\n"),
+            ("EXISTS a b nokey a", ":3\r\n"),
+            ("DEL a nokey", ":1\r\n"),
+            ("UNLINK b", ":1\r\n"),
+            ("TYPE c", "+string\r\n"),
+            ("TYPE nokey", "+none\r\n"),
+            ("RENAME nokey x", "-ERR no such key\r\n"),
+            ("RENAME c d", "+OK\r\n"),
+            ("GET d", "$1\r\n3\r\n"),
+            ("RENAME d d", "+OK\r\n"),
+            ("RENAMENX d d", ":0\r\n"),
+            ("SET e 5", "+OK\r\n"),
+            ("RENAMENX d e", ":0\r\n"),
+            (
+                "COPY d d",
+                "-ERR source and destination objects are the same\r\n",
+            ),
+            ("COPY d e", ":0\r\n"),
+            ("COPY d e REPLACE", ":1\r\n"),
+            ("COPY d f DB 99", "-ERR DB index is out of range\r\n"),
+            ("COPY d f DB 1", ":1\r\n"),
+            ("COPY d f FOO", "-ERR syntax error\r\n"),
+            (
+                "MOVE d 0",
+                "-ERR source and destination objects are the same\r\n",
+            ),
+            ("MOVE d 1", ":1\r\n"),
+            ("SELECT 1", "+OK\r\n"),
+            ("DBSIZE", ":2\r\n"),
+            ("SELECT 16", "-ERR DB index is out of range\r\n"),
+            ("FLUSHDB FOO", "-ERR syntax error\r\n"),
+            ("FLUSHDB", "+OK\r\n"),
+            ("DBSIZE", ":0\r\n"),
+            ("SELECT 0", "+OK\r\n"),
+            ("RANDOMKEY", "$1\r\ne\r\n"),
+            ("KEYS *", "*1\r\n$1\r\ne\r\n"),
+            ("KEYS x*", "*0\r\n"),
+            ("SCAN x", "-ERR invalid cursor\r\n"),
+            ("SCAN 0 COUNT 0", "-ERR syntax error\r\n"),
+            ("SCAN 0 MATCH", "-ERR syntax error\r\n"),
+            ("SCAN 0 TYPE string", "*2\r\n$1\r\n0\r\n*1\r\n$1\r\ne\r\n"),
+            ("OBJECT ENCODING nokey", "$-1\r\n"),
+            (
+                "OBJECT FOO",
+                "-ERR unknown subcommand 'FOO'. Try OBJECT HELP.\r\n",
+            ),
+            ("FLUSHALL", "+OK\r\n"),
+            ("RANDOMKEY", "$-1\r\n"),
+        ],
+    );
 }
 
 #[test]
@@ -193,8 +262,12 @@ fn scan_returns_every_key_once_when_stable() {
         let c = cursor.clone();
         db.dispatch(&mut s, &[b"SCAN", c.as_bytes(), b"COUNT", b"50"], &mut out);
         let (v, _) = kvcore::resp::reply::parse_reply(&out).unwrap().unwrap();
-        let kvcore::Reply::Array(parts) = v else { panic!("not an array") };
-        let (kvcore::Reply::Bulk(next), kvcore::Reply::Array(keys)) = (&parts[0], &parts[1]) else { panic!() };
+        let kvcore::Reply::Array(parts) = v else {
+            panic!("not an array")
+        };
+        let (kvcore::Reply::Bulk(next), kvcore::Reply::Array(keys)) = (&parts[0], &parts[1]) else {
+            panic!()
+        };
         for k in keys {
             let kvcore::Reply::Bulk(k) = k else { panic!() };
             seen.insert(k.clone());
@@ -228,7 +301,10 @@ fn connection_family() {
         ("SELECT x", "-ERR value is not an integer or out of range\r\n"),
     ]);
     let hello = run(&mut db, &mut s, "HELLO 3");
-    assert!(hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"), "{hello}");
+    assert!(
+        hello.starts_with("%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n"),
+        "{hello}"
+    );
     assert_eq!(run(&mut db, &mut s, "GET nokey"), "_\r\n");
     assert_eq!(run(&mut db, &mut s, "QUIT"), "+OK\r\n");
     assert!(s.close_after_reply);
@@ -239,12 +315,19 @@ fn auth_required() {
     let (mut db, _) = setup();
     db.config.set_startup("requirepass", "secret").unwrap();
     let mut s = Session::default();
-    check(&mut db, &mut s, &[
-        ("GET k", "-NOAUTH Authentication required.\r\n"),
-        ("AUTH wrong", "-WRONGPASS invalid username-password pair or user is disabled.\r\n"),
-        ("AUTH secret", "+OK\r\n"),
-        ("GET k", "$-1\r\n"),
-    ]);
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("GET k", "-NOAUTH Authentication required.\r\n"),
+            (
+                "AUTH wrong",
+                "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+            ),
+            ("AUTH secret", "+OK\r\n"),
+            ("GET k", "$-1\r\n"),
+        ],
+    );
 }
 
 #[test]

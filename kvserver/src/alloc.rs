@@ -35,7 +35,11 @@ fn slot() -> &'static AtomicIsize {
 
 /// Bytes currently allocated through the global allocator.
 pub fn allocated() -> usize {
-    COUNTS.iter().map(|s| s.0.load(Ordering::Relaxed)).sum::<isize>().max(0) as usize
+    COUNTS
+        .iter()
+        .map(|s| s.0.load(Ordering::Relaxed))
+        .sum::<isize>()
+        .max(0) as usize
 }
 
 /// mimalloc with a live-bytes counter.
@@ -60,7 +64,10 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { MiMalloc.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        slot().fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        slot().fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
         // SAFETY: forwarded unchanged; `ptr` came from this allocator with `layout`.
         unsafe { MiMalloc.realloc(ptr, layout, new_size) }
     }

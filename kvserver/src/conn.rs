@@ -60,7 +60,11 @@ enum Flow {
 
 fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     let Some(spec) = commands::lookup(args[0]) else {
-        return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") { Route::Special } else { Route::Local };
+        return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") {
+            Route::Special
+        } else {
+            Route::Local
+        };
     };
     if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) {
         return Route::Local;
@@ -72,9 +76,14 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
         return Route::Local;
     }
     let keys = route::key_positions(spec, args);
-    let Some(&first) = keys.first() else { return Route::Local };
+    let Some(&first) = keys.first() else {
+        return Route::Local;
+    };
     let s = route::shard_of(args[first], shard.n);
-    if keys[1..].iter().all(|&i| route::shard_of(args[i], shard.n) == s) {
+    if keys[1..]
+        .iter()
+        .all(|&i| route::shard_of(args[i], shard.n) == s)
+    {
         if s == shard.id {
             Route::Local
         } else {
@@ -98,7 +107,11 @@ async fn resolve(shard: &Shard, pend: &mut Pending, out: &mut Vec<u8>) {
     }
     let mut replies: Vec<Option<BatchReply>> = (0..pend.batches.len()).map(|_| None).collect();
     for (s, rx) in waiting {
-        replies[s] = rx.await.ok().and_then(|p| p.downcast::<BatchReply>().ok()).map(|b| *b);
+        replies[s] = rx
+            .await
+            .ok()
+            .and_then(|p| p.downcast::<BatchReply>().ok())
+            .map(|b| *b);
     }
     for seg in pend.segs.drain(..) {
         match seg {
@@ -124,7 +137,6 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream, peer: SocketAddr) {
         laddr,
         fd: stream.as_raw_fd(),
         created: Instant::now(),
-        shard: shard.id,
         name: Mutex::new(None),
         db: Default::default(),
         resp: 2.into(),
@@ -133,7 +145,11 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream, peer: SocketAddr) {
     global.register(entry.clone());
     let _ = stream.set_nodelay(true);
     let authenticated = shard.db.borrow().config.requirepass.is_empty();
-    let mut session = Session { id, authenticated, ..Session::default() };
+    let mut session = Session {
+        id,
+        authenticated,
+        ..Session::default()
+    };
     if let Err(e) = run(&shard, &mut stream, &mut session, &entry).await {
         log!(0, "client {id} ({peer}): {e}");
     }
@@ -141,18 +157,28 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream, peer: SocketAddr) {
     global.connected.fetch_sub(1, Ordering::Relaxed);
 }
 
-async fn write_out(stream: &mut TcpStream, out: &mut Vec<u8>, shard: &Shard) -> std::io::Result<()> {
+async fn write_out(
+    stream: &mut TcpStream,
+    out: &mut Vec<u8>,
+    shard: &Shard,
+) -> std::io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
     let limit = shard.global.opts.output_limit;
     if limit.hard > 0 && out.len() as u64 > limit.hard {
-        return Err(std::io::Error::other("closing client that reached the output buffer hard limit"));
+        return Err(std::io::Error::other(
+            "closing client that reached the output buffer hard limit",
+        ));
     }
     if limit.soft > 0 && out.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
-        let w = glommio::timer::timeout(secs, async { stream.write_all(out).await.map_err(Into::into) });
-        w.await.map_err(|_| std::io::Error::other("closing client over the output buffer soft limit for too long"))?;
+        let w = glommio::timer::timeout(secs, async {
+            stream.write_all(out).await.map_err(Into::into)
+        });
+        w.await.map_err(|_| {
+            std::io::Error::other("closing client over the output buffer soft limit for too long")
+        })?;
     } else {
         stream.write_all(out).await?;
     }
@@ -160,8 +186,19 @@ async fn write_out(stream: &mut TcpStream, out: &mut Vec<u8>, shard: &Shard) -> 
     Ok(())
 }
 
-async fn run(shard: &Rc<Shard>, stream: &mut TcpStream, session: &mut Session, entry: &ClientEntry) -> std::io::Result<()> {
-    let query_limit = shard.db.borrow().config.get("client-query-buffer-limit").and_then(|v| v.parse::<usize>().ok()).unwrap_or(1 << 30);
+async fn run(
+    shard: &Rc<Shard>,
+    stream: &mut TcpStream,
+    session: &mut Session,
+    entry: &ClientEntry,
+) -> std::io::Result<()> {
+    let query_limit = shard
+        .db
+        .borrow()
+        .config
+        .get("client-query-buffer-limit")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1 << 30);
     let mut parser = Parser::new(Limits {
         max_bulk_len: shard.db.borrow().config.proto_max_bulk_len as usize,
         ..Limits::default()
@@ -169,7 +206,12 @@ async fn run(shard: &Rc<Shard>, stream: &mut TcpStream, session: &mut Session, e
     let mut rbuf = vec![0u8; READ_CHUNK];
     let (mut start, mut end, mut wait_for) = (0usize, 0usize, 0usize);
     let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
-    let mut pend = Pending { batches: (0..shard.n).map(|_| RemoteBatch::default()).collect(), segs: Vec::new(), local: Vec::new(), active: false };
+    let mut pend = Pending {
+        batches: (0..shard.n).map(|_| RemoteBatch::default()).collect(),
+        segs: Vec::new(),
+        local: Vec::new(),
+        active: false,
+    };
     loop {
         if end == rbuf.len() {
             if start > 0 {
@@ -177,7 +219,9 @@ async fn run(shard: &Rc<Shard>, stream: &mut TcpStream, session: &mut Session, e
                 end -= start;
                 start = 0;
             } else if rbuf.len() >= query_limit {
-                return Err(std::io::Error::other("closing client that reached the max query buffer length"));
+                return Err(std::io::Error::other(
+                    "closing client that reached the max query buffer length",
+                ));
             } else {
                 // One command is larger than the buffer: grow by what was received, never by
                 // a length the client only declared.
@@ -263,7 +307,12 @@ async fn run(shard: &Rc<Shard>, stream: &mut TcpStream, session: &mut Session, e
         if flow == Flow::Close {
             return Ok(());
         }
-        start = if pos == end { end = 0; 0 } else { pos };
+        start = if pos == end {
+            end = 0;
+            0
+        } else {
+            pos
+        };
     }
 }
 
@@ -273,7 +322,10 @@ fn after_session_change(session: &Session, args: &[&[u8]], entry: &ClientEntry) 
     let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
     if is("select") || is("reset") || is("hello") || is("client") || is("move") {
         entry.db.store(session.db, Ordering::Relaxed);
-        entry.resp.store(if session.proto == Proto::Resp3 { 3 } else { 2 }, Ordering::Relaxed);
+        entry.resp.store(
+            if session.proto == Proto::Resp3 { 3 } else { 2 },
+            Ordering::Relaxed,
+        );
         *lock(&entry.name) = session.name.clone();
     }
 }

@@ -23,8 +23,6 @@ pub struct ClientEntry {
     pub fd: RawFd,
     /// Connection time.
     pub created: Instant,
-    /// Shard (executor) serving it.
-    pub shard: usize,
     /// Name from CLIENT SETNAME / HELLO SETNAME.
     pub name: Mutex<Option<Vec<u8>>>,
     /// Selected database.
@@ -74,11 +72,13 @@ pub struct Global {
     pub shutdown: Arc<AtomicBool>,
     /// The port actually bound (differs from the option when it was 0).
     pub port: AtomicU16,
+    /// Mesh peer id of each shard, filled in as shards join the mesh (`usize::MAX` = not yet).
+    pub mesh_ids: Vec<AtomicUsize>,
 }
 
 impl Global {
     /// Fresh state for these options.
-    pub fn new(opts: Options) -> Global {
+    pub fn new(opts: Options, shards: usize) -> Global {
         Global {
             opts,
             clients: Mutex::new(BTreeMap::new()),
@@ -87,6 +87,7 @@ impl Global {
             total_connections: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),
+            mesh_ids: (0..shards).map(|_| AtomicUsize::new(usize::MAX)).collect(),
         }
     }
 

@@ -69,13 +69,21 @@ impl LockTable {
 
     /// Takes the locks now if they are free; otherwise queues the request and returns the
     /// receiver that fires when they are granted.
-    pub fn acquire(&mut self, keys: Vec<LockKey>, exclusive: bool) -> Option<oneshot::Receiver<()>> {
+    pub fn acquire(
+        &mut self,
+        keys: Vec<LockKey>,
+        exclusive: bool,
+    ) -> Option<oneshot::Receiver<()>> {
         if self.free_for(&keys, exclusive, self.waiting.len()) {
             self.take(&keys, exclusive);
             return None;
         }
         let (tx, rx) = oneshot::channel();
-        self.waiting.push_back(Waiter { keys, exclusive, grant: tx });
+        self.waiting.push_back(Waiter {
+            keys,
+            exclusive,
+            grant: tx,
+        });
         Some(rx)
     }
 
@@ -133,7 +141,9 @@ mod tests {
         assert!(t.must_wait(&[k("a")], false));
         assert!(!t.must_wait(&[k("c")], true));
         let mut r1 = t.acquire(vec![k("a")], false).expect("waits");
-        let mut r2 = t.acquire(vec![k("a")], false).expect("waits behind the first");
+        let mut r2 = t
+            .acquire(vec![k("a")], false)
+            .expect("waits behind the first");
         t.release(&[k("a"), k("b")], true);
         assert!(r1.try_recv().unwrap().is_some());
         assert!(r2.try_recv().unwrap().is_some());

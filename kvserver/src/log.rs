@@ -21,7 +21,12 @@ pub fn line(level: u8, msg: std::fmt::Arguments<'_>) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        eprintln!("{}:M {}.{:03} {mark} {msg}", std::process::id(), now.as_secs(), now.subsec_millis());
+        eprintln!(
+            "{}:M {}.{:03} {mark} {msg}",
+            std::process::id(),
+            now.as_secs(),
+            now.subsec_millis()
+        );
     }
 }
 

@@ -67,14 +67,25 @@ fn main() {
 /// Starts every executor and waits until they stop.
 fn run(opts: Options) -> Result<(), String> {
     // Pin to the CPUs this process may run on (so `taskset -c 0 kvserver` stays on CPU 0).
-    let cpus: Vec<usize> = core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
-    let n = if opts.threads == 0 { cpus.len().max(1) } else { opts.threads };
+    let cpus: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    let n = if opts.threads == 0 {
+        cpus.len().max(1)
+    } else {
+        opts.threads
+    };
     if n > 255 {
-        return Err(format!("--threads {n} is more than the 255 shards a SCAN cursor can name"));
+        return Err(format!(
+            "--threads {n} is more than the 255 shards a SCAN cursor can name"
+        ));
     }
-    let global = Arc::new(Global::new(opts));
+    let global = Arc::new(Global::new(opts, n));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, global.shutdown.clone()).map_err(|e| format!("can't install signal handlers: {e}"))?;
+        signal_hook::flag::register(sig, global.shutdown.clone())
+            .map_err(|e| format!("can't install signal handlers: {e}"))?;
     }
     let mesh = (n > 1).then(|| MeshBuilder::<Msg, _>::full(n, 1024));
     let (tx, rx) = mpsc::channel::<Result<u16, String>>();
@@ -96,16 +107,29 @@ fn run(opts: Options) -> Result<(), String> {
     };
     // Shard 0 binds first, so that `--port 0` gives every shard the same free port.
     let mut threads = vec![spawn(0, global.opts.port).map_err(|e| e.to_string())?];
-    let port = rx.recv().map_err(|_| "shard 0 failed to start".to_string())??;
+    let port = rx
+        .recv()
+        .map_err(|_| "shard 0 failed to start".to_string())??;
     global.port.store(port, Ordering::Relaxed);
     for i in 1..n {
         threads.push(spawn(i, port).map_err(|e| e.to_string())?);
     }
     for _ in 1..n {
-        rx.recv().map_err(|_| "a shard failed to start".to_string())??;
+        rx.recv()
+            .map_err(|_| "a shard failed to start".to_string())??;
     }
-    log!(2, "kvserver {} ({} shards), Redis {} compatible", env!("CARGO_PKG_VERSION"), n, kvcore::REDIS_VERSION);
-    log!(2, "Ready to accept connections tcp on {}:{port}", global.opts.bind);
+    log!(
+        2,
+        "kvserver {} ({} shards), Redis {} compatible",
+        env!("CARGO_PKG_VERSION"),
+        n,
+        kvcore::REDIS_VERSION
+    );
+    log!(
+        2,
+        "Ready to accept connections tcp on {}:{port}",
+        global.opts.bind
+    );
     for t in threads {
         let _ = t.join();
     }
@@ -116,11 +140,22 @@ fn run(opts: Options) -> Result<(), String> {
 fn memlock_kib() -> String {
     std::fs::read_to_string("/proc/self/limits")
         .ok()
-        .and_then(|l| l.lines().find(|l| l.starts_with("Max locked memory")).map(|l| l.split_whitespace().nth(3).unwrap_or("?").to_string()))
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max locked memory"))
+                .map(|l| l.split_whitespace().nth(3).unwrap_or("?").to_string())
+        })
         .unwrap_or_else(|| "?".into())
 }
 
-async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Option<MeshBuilder<Msg, glommio::channels::channel_mesh::Full>>, tx: mpsc::Sender<Result<u16, String>>) {
+async fn shard_main(
+    i: usize,
+    n: usize,
+    port: u16,
+    global: Arc<Global>,
+    mesh: Option<MeshBuilder<Msg, glommio::channels::channel_mesh::Full>>,
+    tx: mpsc::Sender<Result<u16, String>>,
+) {
     let bind = global.opts.bind.clone();
     let listener = match TcpListener::bind((bind.as_str(), port)) {
         Ok(l) => l,
@@ -141,8 +176,25 @@ async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Op
         },
         None => (None, None),
     };
+    // glommio numbers mesh peers by join order; publish ours and learn everyone's.
+    if let Some(s) = &senders {
+        global.mesh_ids[i].store(s.peer_id(), Ordering::SeqCst);
+    }
+    let mut peer_of = vec![0; n];
+    if senders.is_some() {
+        while global
+            .mesh_ids
+            .iter()
+            .any(|m| m.load(Ordering::SeqCst) == usize::MAX)
+        {
+            glommio::timer::sleep(Duration::from_millis(1)).await;
+        }
+        for (s, m) in global.mesh_ids.iter().enumerate() {
+            peer_of[s] = m.load(Ordering::SeqCst);
+        }
+    }
     let db = Db::with_config(global.opts.store.clone());
-    let shard = Rc::new(Shard::new(i, n, db, global.clone(), senders));
+    let shard = Rc::new(Shard::new(i, n, db, global.clone(), senders, peer_of));
     if let Some(r) = receivers {
         shard::serve_mesh(&shard, r);
     }
@@ -171,7 +223,9 @@ async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Op
                 continue;
             }
         };
-        let peer = stream.peer_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let peer = stream
+            .peer_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         global.total_connections.fetch_add(1, Ordering::Relaxed);
         let refuse = if global.connected.fetch_add(1, Ordering::Relaxed) >= global.opts.maxclients {
             Some(&b"-ERR max number of clients reached\r\n"[..])
@@ -202,7 +256,10 @@ async fn shard_main(i: usize, n: usize, port: u16, global: Arc<Global>, mesh: Op
 fn is_local(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4 == std::net::Ipv4Addr::LOCALHOST,
-        IpAddr::V6(v6) => v6 == std::net::Ipv6Addr::LOCALHOST || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST),
+        IpAddr::V6(v6) => {
+            v6 == std::net::Ipv6Addr::LOCALHOST
+                || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST)
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use std::rc::Rc;
 use futures_util::future::join_all;
 use kvcore::commands::{self, flags};
 use kvcore::resp::ReplyWriter;
-use kvcore::{SetOptions, Session};
+use kvcore::{Session, SetOptions};
 
 use crate::locks::LockKey;
 use crate::route;
@@ -20,6 +20,8 @@ use crate::shard::Shard;
 
 /// Key arguments grouped by owning shard, in ascending shard order.
 type Plan = BTreeMap<usize, Vec<Vec<u8>>>;
+/// Key-value pairs grouped by owning shard.
+type PairPlan = BTreeMap<usize, Vec<(Vec<u8>, Vec<u8>)>>;
 
 fn plan(n: usize, keys: impl Iterator<Item = Vec<u8>>) -> Plan {
     let mut p = Plan::new();
@@ -62,8 +64,13 @@ where
 
 /// Runs a multi-key command whose keys live on several shards; appends the reply to `out`.
 pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
-    let mut w = ReplyWriter { out, proto: session.proto };
-    let Some(spec) = commands::lookup(args[0]) else { return };
+    let mut w = ReplyWriter {
+        out,
+        proto: session.proto,
+    };
+    let Some(spec) = commands::lookup(args[0]) else {
+        return;
+    };
     let db = session.db;
     let n = shard.n;
     let owned = |i: usize| args[i].to_vec();
@@ -73,16 +80,25 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
             lock_all(shard, db, &p, false).await;
             let parts = on_each(shard, &p, move |sh, keys| {
                 let mut d = sh.db.borrow_mut();
-                keys.iter().map(|k| d.get_in(db, k).ok().flatten()).collect::<Vec<_>>()
+                keys.iter()
+                    .map(|k| d.get_in(db, k).ok().flatten())
+                    .collect::<Vec<_>>()
             })
             .await;
             unlock_all(shard, db, &p, false).await;
             // Answers come back grouped by shard; put them back in argument order.
-            let mut by_shard: BTreeMap<usize, std::vec::IntoIter<Option<Vec<u8>>>> =
-                p.keys().copied().zip(parts.into_iter().map(Vec::into_iter)).collect();
+            let mut by_shard: BTreeMap<usize, std::vec::IntoIter<Option<Vec<u8>>>> = p
+                .keys()
+                .copied()
+                .zip(parts.into_iter().map(Vec::into_iter))
+                .collect();
             w.array_len(args.len() - 1);
             for k in &args[1..] {
-                match by_shard.get_mut(&route::shard_of(k, n)).and_then(Iterator::next).flatten() {
+                match by_shard
+                    .get_mut(&route::shard_of(k, n))
+                    .and_then(Iterator::next)
+                    .flatten()
+                {
                     Some(v) => w.bulk(&v),
                     None => w.null(),
                 }
@@ -95,11 +111,17 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
                 m.extend_from_slice(b"' command");
                 return w.error(&m);
             }
-            let mut pairs: BTreeMap<usize, Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+            let mut pairs = PairPlan::new();
             for kv in args[1..].chunks_exact(2) {
-                pairs.entry(route::shard_of(kv[0], n)).or_default().push((kv[0].to_vec(), kv[1].to_vec()));
+                pairs
+                    .entry(route::shard_of(kv[0], n))
+                    .or_default()
+                    .push((kv[0].to_vec(), kv[1].to_vec()));
             }
-            let p: Plan = pairs.iter().map(|(&s, kvs)| (s, kvs.iter().map(|(k, _)| k.clone()).collect())).collect();
+            let p: Plan = pairs
+                .iter()
+                .map(|(&s, kvs)| (s, kvs.iter().map(|(k, _)| k.clone()).collect()))
+                .collect();
             lock_all(shard, db, &p, true).await;
             let nx = spec.name == "msetnx";
             let mut allowed = true;
@@ -153,7 +175,13 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
 }
 
 /// RENAME, RENAMENX and COPY between two shards.
-async fn move_key(shard: &Rc<Shard>, session: &Session, name: &str, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+async fn move_key(
+    shard: &Rc<Shard>,
+    session: &Session,
+    name: &str,
+    args: &[&[u8]],
+    w: &mut ReplyWriter<'_>,
+) {
     let src_db = session.db;
     let (mut dst_db, mut replace) = (src_db, false);
     if name == "copy" {
@@ -177,33 +205,67 @@ async fn move_key(shard: &Rc<Shard>, session: &Session, name: &str, args: &[&[u8
         }
     }
     let (src, dst) = (args[1].to_vec(), args[2].to_vec());
-    let (ss, ds) = (route::shard_of(&src, shard.n), route::shard_of(&dst, shard.n));
+    let (ss, ds) = (
+        route::shard_of(&src, shard.n),
+        route::shard_of(&dst, shard.n),
+    );
     // Lock in ascending shard order, like every other multi-shard command.
-    let order = if ss < ds { [(ss, src_db, &src), (ds, dst_db, &dst)] } else { [(ds, dst_db, &dst), (ss, src_db, &src)] };
+    let order = if ss < ds {
+        [(ss, src_db, &src), (ds, dst_db, &dst)]
+    } else {
+        [(ds, dst_db, &dst), (ss, src_db, &src)]
+    };
     for (s, d, k) in order {
         shard.lock(s, vec![(d, k.clone())], true).await;
     }
     let reply = async {
         let k = src.clone();
         let moved = if name == "copy" {
-            shard.call(ss, move |sh: &Shard| { let mut d = sh.db.borrow_mut(); d.refresh_clock(); d.dump_in(src_db, &k) }).await
+            shard
+                .call(ss, move |sh: &Shard| {
+                    let mut d = sh.db.borrow_mut();
+                    d.refresh_clock();
+                    d.dump_in(src_db, &k)
+                })
+                .await
         } else {
             let k2 = dst.clone();
             // RENAMENX checks the destination before anything moves.
             if name == "renamenx" {
-                let exists_src = shard.call(ss, { let k = k.clone(); move |sh: &Shard| sh.db.borrow_mut().exists_in(src_db, &[&k]) }).await;
+                let exists_src = shard
+                    .call(ss, {
+                        let k = k.clone();
+                        move |sh: &Shard| sh.db.borrow_mut().exists_in(src_db, &[&k])
+                    })
+                    .await;
                 if exists_src == 0 {
                     return Err(&b"ERR no such key"[..]);
                 }
-                let taken = shard.call(ds, move |sh: &Shard| { let mut d = sh.db.borrow_mut(); d.refresh_clock(); d.exists_in(dst_db, &[&k2]) }).await;
+                let taken = shard
+                    .call(ds, move |sh: &Shard| {
+                        let mut d = sh.db.borrow_mut();
+                        d.refresh_clock();
+                        d.exists_in(dst_db, &[&k2])
+                    })
+                    .await;
                 if taken > 0 {
                     return Ok(0);
                 }
             }
-            shard.call(ss, move |sh: &Shard| { let mut d = sh.db.borrow_mut(); d.refresh_clock(); d.take_in(src_db, &k) }).await
+            shard
+                .call(ss, move |sh: &Shard| {
+                    let mut d = sh.db.borrow_mut();
+                    d.refresh_clock();
+                    d.take_in(src_db, &k)
+                })
+                .await
         };
         let Some((value, ttl)) = moved else {
-            return if name == "copy" { Ok(0) } else { Err(&b"ERR no such key"[..]) };
+            return if name == "copy" {
+                Ok(0)
+            } else {
+                Err(&b"ERR no such key"[..])
+            };
         };
         let k = dst.clone();
         let is_copy = name == "copy";

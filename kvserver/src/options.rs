@@ -43,16 +43,26 @@ impl OutputLimit {
     pub fn parse(v: &str) -> Result<OutputLimit, String> {
         let words: Vec<&str> = v.split_whitespace().collect();
         if words.is_empty() || words.len() % 4 != 0 {
-            return Err("client-output-buffer-limit wants groups of: class hard soft seconds".into());
+            return Err(
+                "client-output-buffer-limit wants groups of: class hard soft seconds".into(),
+            );
         }
         let mut out = OutputLimit::default();
         for g in words.chunks(4) {
             let mem = |s: &str| parse_memory(s).ok_or_else(|| format!("bad memory value '{s}'"));
             let hard = mem(g[1])?;
             let soft = mem(g[2])?;
-            let secs = g[3].parse::<u64>().map_err(|_| format!("bad seconds '{}'", g[3]))?;
+            let secs = g[3]
+                .parse::<u64>()
+                .map_err(|_| format!("bad seconds '{}'", g[3]))?;
             match g[0] {
-                "normal" => out = OutputLimit { hard, soft, soft_secs: secs },
+                "normal" => {
+                    out = OutputLimit {
+                        hard,
+                        soft,
+                        soft_secs: secs,
+                    }
+                }
                 "slave" | "replica" | "pubsub" => {}
                 c => return Err(format!("unknown client class '{c}'")),
             }
@@ -126,7 +136,9 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             return Ok(Parsed::Help);
         }
         let Some(name) = a.strip_prefix("--") else {
-            return Err(format!("unexpected argument '{a}' (options look like --port 6379)"));
+            return Err(format!(
+                "unexpected argument '{a}' (options look like --port 6379)"
+            ));
         };
         // Values run until the next --option, as redis-server reads them.
         let mut vals = Vec::new();
@@ -166,11 +178,22 @@ fn parse_file(text: &str) -> Result<Vec<(String, String)>, String> {
 
 fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
     let num = |what: &str| -> Result<u64, String> {
-        value.parse::<u64>().map_err(|_| format!("--{what} wants a number, got '{value}'"))
+        value
+            .parse::<u64>()
+            .map_err(|_| format!("--{what} wants a number, got '{value}'"))
     };
     match name.to_ascii_lowercase().as_str() {
-        "port" => o.port = u16::try_from(num("port")?).map_err(|_| format!("port {value} is out of range"))?,
-        "bind" => o.bind = value.split_whitespace().next().unwrap_or("127.0.0.1").to_string(),
+        "port" => {
+            o.port =
+                u16::try_from(num("port")?).map_err(|_| format!("port {value} is out of range"))?
+        }
+        "bind" => {
+            o.bind = value
+                .split_whitespace()
+                .next()
+                .unwrap_or("127.0.0.1")
+                .to_string()
+        }
         "threads" => o.threads = num("threads")? as usize,
         "maxclients" => o.maxclients = num("maxclients")?.max(1) as usize,
         "loglevel" => {
@@ -179,7 +202,11 @@ fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
                 "verbose" => 1,
                 "notice" => 2,
                 "warning" | "nothing" => 3,
-                _ => return Err(format!("--loglevel wants debug, verbose, notice or warning, got '{value}'")),
+                _ => {
+                    return Err(format!(
+                        "--loglevel wants debug, verbose, notice or warning, got '{value}'"
+                    ))
+                }
             }
         }
         "protected-mode" => match value {
@@ -196,7 +223,17 @@ fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
         match o.store.set_startup(n, value) {
             Ok(()) => {}
             Err(kvcore::config::ConfigError::Unknown(_))
-                if matches!(n, "threads" | "loglevel" | "daemonize" | "supervised" | "pidfile" | "logfile" | "dir" | "dbfilename") => {}
+                if matches!(
+                    n,
+                    "threads"
+                        | "loglevel"
+                        | "daemonize"
+                        | "supervised"
+                        | "pidfile"
+                        | "logfile"
+                        | "dir"
+                        | "dbfilename"
+                ) => {}
             Err(kvcore::config::ConfigError::Unknown(_)) => {
                 return Err(format!("unknown option '{name}' (see kvserver --help)"))
             }
@@ -220,22 +257,55 @@ mod tests {
 
     #[test]
     fn command_line() {
-        let o = run(&["--port", "7000", "--threads", "3", "--requirepass", "pw", "--maxmemory", "1mb"]).unwrap();
+        let o = run(&[
+            "--port",
+            "7000",
+            "--threads",
+            "3",
+            "--requirepass",
+            "pw",
+            "--maxmemory",
+            "1mb",
+        ])
+        .unwrap();
         assert_eq!((o.port, o.threads), (7000, 3));
         assert_eq!(o.store.requirepass, b"pw");
         assert_eq!(o.store.maxmemory, 1 << 20);
-        let o = run(&["--client-output-buffer-limit", "normal", "1mb", "512kb", "10"]).unwrap();
-        assert_eq!(o.output_limit, OutputLimit { hard: 1 << 20, soft: 512 << 10, soft_secs: 10 });
-        assert!(run(&["--port", "99999"]).unwrap_err().contains("out of range"));
-        assert!(run(&["--nosuch", "1"]).unwrap_err().contains("unknown option 'nosuch'"));
+        let o = run(&[
+            "--client-output-buffer-limit",
+            "normal",
+            "1mb",
+            "512kb",
+            "10",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.output_limit,
+            OutputLimit {
+                hard: 1 << 20,
+                soft: 512 << 10,
+                soft_secs: 10
+            }
+        );
+        assert!(run(&["--port", "99999"])
+            .unwrap_err()
+            .contains("out of range"));
+        assert!(run(&["--nosuch", "1"])
+            .unwrap_err()
+            .contains("unknown option 'nosuch'"));
         assert!(run(&["--port"]).unwrap_err().contains("needs a value"));
-        assert!(run(&["/nonexistent/file.conf"]).unwrap_err().contains("can't read config file"));
+        assert!(run(&["/nonexistent/file.conf"])
+            .unwrap_err()
+            .contains("can't read config file"));
         assert!(matches!(parse(&["--help".to_string()]), Ok(Parsed::Help)));
     }
 
     #[test]
     fn config_file() {
-        let pairs = parse_file("# comment\nport 7001\nsave \"\"\nclient-output-buffer-limit normal 0 0 0\n").unwrap();
+        let pairs = parse_file(
+            "# comment\nport 7001\nsave \"\"\nclient-output-buffer-limit normal 0 0 0\n",
+        )
+        .unwrap();
         assert_eq!(pairs[0], ("port".to_string(), "7001".to_string()));
         assert_eq!(pairs[1], ("save".to_string(), "".to_string()));
     }

@@ -42,7 +42,11 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
 pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 4]> {
     if spec.has(flags::MOVABLE_KEYS) {
         // OBJECT <sub> key, MEMORY USAGE key: the key is the third argument.
-        return if args.len() >= 3 { SmallVec::from_slice(&[2]) } else { SmallVec::new() };
+        return if args.len() >= 3 {
+            SmallVec::from_slice(&[2])
+        } else {
+            SmallVec::new()
+        };
     }
     spec.key_indices(args.len()).collect()
 }

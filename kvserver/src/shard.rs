@@ -8,6 +8,7 @@
 //! - `Call`: a closure run on the destination's `Db` (the pieces of multi-shard commands);
 //! - `Lock` / `Unlock`: key intent locks for commands that span shards (see `locks`);
 //! - `Done`: the answer to any of the above, matched to its waiting future by id.
+//!
 //! The receive loop never waits: anything that may (sending a reply into a full channel,
 //! waiting for a lock) runs in its own task, so two shards can never block each other.
 
@@ -38,9 +39,18 @@ pub enum Msg {
     /// Run `job`, answer `Done`.
     Call { from: usize, id: u64, job: Job },
     /// Run these commands in order (waiting for key locks as needed), answer `Done(BatchReply)`.
-    Batch { from: usize, id: u64, batch: RemoteBatch },
+    Batch {
+        from: usize,
+        id: u64,
+        batch: RemoteBatch,
+    },
     /// Lock these keys, answer `Done(())` once granted.
-    Lock { from: usize, id: u64, keys: Vec<LockKey>, exclusive: bool },
+    Lock {
+        from: usize,
+        id: u64,
+        keys: Vec<LockKey>,
+        exclusive: bool,
+    },
     /// Release keys locked by an earlier `Lock`.
     Unlock { keys: Vec<LockKey>, exclusive: bool },
     /// The answer to request `id`.
@@ -62,7 +72,8 @@ impl RemoteBatch {
             self.data.extend_from_slice(a);
             self.arg_lens.push(a.len() as u32);
         }
-        self.cmds.push((args.len() as u32, db as u32, proto == Proto::Resp3));
+        self.cmds
+            .push((args.len() as u32, db as u32, proto == Proto::Resp3));
     }
 
     /// Number of commands.
@@ -106,13 +117,23 @@ pub struct Shard {
     /// Process-wide state.
     pub global: Arc<Global>,
     senders: Option<Senders<Msg>>,
+    /// Mesh peer id of each shard: glommio numbers peers in the order they joined the mesh,
+    /// which is not the shard order.
+    peer_of: Vec<usize>,
     pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
     next_id: Cell<u64>,
 }
 
 impl Shard {
     /// A shard with its end of the mesh (`None` when it is the only shard).
-    pub fn new(id: usize, n: usize, db: Db, global: Arc<Global>, senders: Option<Senders<Msg>>) -> Shard {
+    pub fn new(
+        id: usize,
+        n: usize,
+        db: Db,
+        global: Arc<Global>,
+        senders: Option<Senders<Msg>>,
+        peer_of: Vec<usize>,
+    ) -> Shard {
         Shard {
             id,
             n,
@@ -120,6 +141,7 @@ impl Shard {
             locks: RefCell::new(LockTable::default()),
             global,
             senders,
+            peer_of,
             pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
         }
@@ -129,12 +151,16 @@ impl Shard {
         if let Some(s) = &self.senders {
             // A send fails only when the peer is gone (shutdown); its waiter then sees a
             // cancelled reply.
-            let _ = s.send_to(to, msg).await;
+            let _ = s.send_to(self.peer_of[to], msg).await;
         }
     }
 
     /// Sends a request and returns the receiver of its answer.
-    async fn request(&self, to: usize, make: impl FnOnce(u64) -> Msg) -> oneshot::Receiver<Payload> {
+    async fn request(
+        &self,
+        to: usize,
+        make: impl FnOnce(u64) -> Msg,
+    ) -> oneshot::Receiver<Payload> {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let (tx, rx) = oneshot::channel();
@@ -154,7 +180,11 @@ impl Shard {
         }
         let from = self.id;
         let rx = self
-            .request(to, |id| Msg::Call { from, id, job: Box::new(move |s| Box::new(f(s)) as Payload) })
+            .request(to, |id| Msg::Call {
+                from,
+                id,
+                job: Box::new(move |s| Box::new(f(s)) as Payload),
+            })
             .await;
         match rx.await.map(|p| p.downcast::<R>()) {
             Ok(Ok(r)) => *r,
@@ -178,7 +208,14 @@ impl Shard {
             return;
         }
         let from = self.id;
-        let rx = self.request(to, |id| Msg::Lock { from, id, keys, exclusive }).await;
+        let rx = self
+            .request(to, |id| Msg::Lock {
+                from,
+                id,
+                keys,
+                exclusive,
+            })
+            .await;
         let _ = rx.await;
     }
 
@@ -231,8 +268,14 @@ impl Shard {
     }
 
     async fn run_batch(self: &Rc<Self>, batch: RemoteBatch) -> BatchReply {
-        let mut reply = BatchReply { out: Vec::with_capacity(batch.len() * 16), ends: Vec::with_capacity(batch.len()) };
-        let mut session = Session { authenticated: true, ..Session::default() };
+        let mut reply = BatchReply {
+            out: Vec::with_capacity(batch.len() * 16),
+            ends: Vec::with_capacity(batch.len()),
+        };
+        let mut session = Session {
+            authenticated: true,
+            ..Session::default()
+        };
         self.db.borrow_mut().refresh_clock();
         let (mut off, mut arg) = (0usize, 0usize);
         for &(argc, db, resp3) in &batch.cmds {
@@ -263,7 +306,12 @@ impl Shard {
                 let me = self.clone();
                 glommio::spawn_local(async move { me.reply(from, id, payload).await }).detach();
             }
-            Msg::Lock { from, id, keys, exclusive } => {
+            Msg::Lock {
+                from,
+                id,
+                keys,
+                exclusive,
+            } => {
                 let wait = self.locks.borrow_mut().acquire(keys, exclusive);
                 let me = self.clone();
                 glommio::spawn_local(async move {

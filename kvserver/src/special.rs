@@ -23,7 +23,9 @@ fn is(a: &[u8], name: &str) -> bool {
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
         "info" => true,
-        "client" => args.len() >= 2 && (is(args[1], "LIST") || is(args[1], "INFO") || is(args[1], "KILL")),
+        "client" => {
+            args.len() >= 2 && (is(args[1], "LIST") || is(args[1], "INFO") || is(args[1], "KILL"))
+        }
         "config" => n > 1 && args.len() >= 2 && (is(args[1], "SET") || is(args[1], "RESETSTAT")),
         _ => n > 1 && spec.has(flags::ALL_KEYS),
     }
@@ -53,8 +55,17 @@ fn rss_bytes() -> Option<u64> {
 }
 
 /// Runs a special command; returns true when the connection must close (SHUTDOWN).
-pub async fn run(shard: &Rc<Shard>, session: &mut Session, me: &ClientEntry, args: &[&[u8]], out: &mut Vec<u8>) -> bool {
-    let mut w = ReplyWriter { out, proto: session.proto };
+pub async fn run(
+    shard: &Rc<Shard>,
+    session: &mut Session,
+    me: &ClientEntry,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> bool {
+    let mut w = ReplyWriter {
+        out,
+        proto: session.proto,
+    };
     let db = session.db;
     let name = args[0];
     if is(name, "SHUTDOWN") {
@@ -96,7 +107,10 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, me: &ClientEntry, arg
             everywhere(shard, move |sh| {
                 if sh.id != me_id {
                     let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-                    let mut s = Session { authenticated: true, ..Session::default() };
+                    let mut s = Session {
+                        authenticated: true,
+                        ..Session::default()
+                    };
                     sh.db.borrow_mut().dispatch(&mut s, &refs, &mut Vec::new());
                 }
             })
@@ -142,7 +156,11 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, me: &ClientEntry, arg
                     let mut d = sh.db.borrow_mut();
                     d.refresh_clock();
                     let mut out = Vec::new();
-                    let mut sess = Session { db, authenticated: true, ..Session::default() };
+                    let mut sess = Session {
+                        db,
+                        authenticated: true,
+                        ..Session::default()
+                    };
                     d.dispatch(&mut sess, &[b"RANDOMKEY"], &mut out);
                     out
                 })
@@ -172,7 +190,11 @@ async fn scan(shard: &Rc<Shard>, db: usize, args: &[&[u8]], w: &mut ReplyWriter<
         w.bulk(b"0");
         return w.array_len(0);
     }
-    let (pattern, ty, count) = (s.pattern.map(<[u8]>::to_vec), s.ty.map(<[u8]>::to_vec), s.count);
+    let (pattern, ty, count) = (
+        s.pattern.map(<[u8]>::to_vec),
+        s.ty.map(<[u8]>::to_vec),
+        s.count,
+    );
     let (next, keys) = shard
         .call(sh, move |x: &Shard| {
             let mut d = x.db.borrow_mut();
@@ -184,7 +206,11 @@ async fn scan(shard: &Rc<Shard>, db: usize, args: &[&[u8]], w: &mut ReplyWriter<
         ((sh as u64) << SHARD_SHIFT) | next
     } else {
         sh += 1;
-        if sh < shard.n { (sh as u64) << SHARD_SHIFT } else { 0 }
+        if sh < shard.n {
+            (sh as u64) << SHARD_SHIFT
+        } else {
+            0
+        }
     };
     w.array_len(2);
     w.bulk(itoa::Buffer::new().format(cursor).as_bytes());
@@ -218,7 +244,11 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
     if args.len() == 3 {
         let target = String::from_utf8_lossy(args[2]).into_owned();
         let n = g.kill(|e| e.addr.to_string() == target);
-        return if n > 0 { w.ok() } else { w.error(b"ERR No such client") };
+        return if n > 0 {
+            w.ok()
+        } else {
+            w.error(b"ERR No such client")
+        };
     }
     if args.len() < 3 || args.len() % 2 != 0 {
         return w.error(b"ERR syntax error");

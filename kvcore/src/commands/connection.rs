@@ -9,11 +9,43 @@ use crate::resp::Proto;
 pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("ping", -1, FAST | SENTINEL, 0, 0, 0, ping),
     cmd!("echo", 2, LOADING | STALE | FAST, 0, 0, 0, echo),
-    cmd!("hello", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL, 0, 0, 0, hello),
-    cmd!("auth", -2, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL, 0, 0, 0, auth),
+    cmd!(
+        "hello",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL,
+        0,
+        0,
+        0,
+        hello
+    ),
+    cmd!(
+        "auth",
+        -2,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH | SENTINEL,
+        0,
+        0,
+        0,
+        auth
+    ),
     cmd!("select", 2, LOADING | STALE | FAST, 0, 0, 0, select),
-    cmd!("quit", -1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, 0, 0, 0, quit),
-    cmd!("reset", 1, NOSCRIPT | LOADING | STALE | FAST | NO_AUTH, 0, 0, 0, reset),
+    cmd!(
+        "quit",
+        -1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        0,
+        0,
+        0,
+        quit
+    ),
+    cmd!(
+        "reset",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | NO_AUTH,
+        0,
+        0,
+        0,
+        reset
+    ),
     cmd!("client", -2, SENTINEL, 0, 0, 0, client),
 ];
 
@@ -53,7 +85,9 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
             Ok(3) => proto = Proto::Resp3,
             Ok(_) => return c.out.error(b"NOPROTO unsupported protocol version"),
             Err(_) => {
-                return c.out.error(b"ERR Protocol version is not an integer or out of range")
+                return c
+                    .out
+                    .error(b"ERR Protocol version is not an integer or out of range")
             }
         }
     }
@@ -127,7 +161,8 @@ fn auth(c: &mut Ctx<'_>, a: &[&[u8]]) {
         c.session.authenticated = true;
         c.out.ok();
     } else {
-        c.out.error(b"WRONGPASS invalid username-password pair or user is disabled.");
+        c.out
+            .error(b"WRONGPASS invalid username-password pair or user is disabled.");
     }
 }
 

@@ -54,7 +54,9 @@ impl Db {
     /// DEL in database `dbi`: the number of keys removed.
     pub fn del_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
         let now = self.now;
-        keys.iter().filter(|k| self.dbs[dbi].remove(k, now).is_some()).count()
+        keys.iter()
+            .filter(|k| self.dbs[dbi].remove(k, now).is_some())
+            .count()
     }
 
     /// DEL in the embedded session's database.
@@ -65,7 +67,9 @@ impl Db {
     /// EXISTS in database `dbi` (a key named twice counts twice).
     pub fn exists_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
         let now = self.now;
-        keys.iter().filter(|k| self.dbs[dbi].contains(k, now)).count()
+        keys.iter()
+            .filter(|k| self.dbs[dbi].contains(k, now))
+            .count()
     }
 
     /// EXISTS in the embedded session's database.
@@ -78,7 +82,9 @@ impl Db {
     pub fn expire_at_in(&mut self, dbi: usize, key: &[u8], at: u64, flags: ExpireFlags) -> bool {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
-        let Some(cur) = ks.expire_of(key, now) else { return false };
+        let Some(cur) = ks.expire_of(key, now) else {
+            return false;
+        };
         let ok = match cur {
             Some(_) if flags.nx => false,
             None if flags.xx || flags.gt => false,
@@ -107,7 +113,9 @@ impl Db {
     /// deadline.
     pub fn pttl_in(&mut self, dbi: usize, key: &[u8]) -> Option<Option<u64>> {
         let now = self.now;
-        self.dbs[dbi].expire_of(key, now).map(|d| d.map(|at| at.saturating_sub(now)))
+        self.dbs[dbi]
+            .expire_of(key, now)
+            .map(|d| d.map(|at| at.saturating_sub(now)))
     }
 
     /// PTTL in the embedded session's database.
@@ -141,7 +149,14 @@ impl Db {
     }
 
     /// COPY from database `dbi` to `dst_db`; returns whether it copied.
-    pub fn copy_in(&mut self, dbi: usize, from: &[u8], dst_db: usize, to: &[u8], replace: bool) -> OpResult<bool> {
+    pub fn copy_in(
+        &mut self,
+        dbi: usize,
+        from: &[u8],
+        dst_db: usize,
+        to: &[u8],
+        replace: bool,
+    ) -> OpResult<bool> {
         if dst_db >= self.dbs.len() {
             return Err(OpError::DbIndexOutOfRange);
         }
@@ -149,7 +164,9 @@ impl Db {
             return Err(OpError::SameObject);
         }
         let now = self.now;
-        let Some(node) = self.dbs[dbi].get(from, now) else { return Ok(false) };
+        let Some(node) = self.dbs[dbi].get(from, now) else {
+            return Ok(false);
+        };
         let value = node.value.clone();
         let ttl = node.expire_at().map_or(Ttl::Clear, Ttl::At);
         let dst = &mut self.dbs[dst_db];
@@ -209,7 +226,14 @@ impl Db {
     }
 
     /// One SCAN call over database `dbi`: returns the next cursor and the keys found.
-    pub fn scan_in(&mut self, dbi: usize, cursor: u64, pattern: Option<&[u8]>, count: usize, ty: Option<&[u8]>) -> (u64, Vec<Vec<u8>>) {
+    pub fn scan_in(
+        &mut self,
+        dbi: usize,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+        ty: Option<&[u8]>,
+    ) -> (u64, Vec<Vec<u8>>) {
         let now = self.now;
         let mut found = Vec::new();
         let mut cursor = cursor;
@@ -288,7 +312,9 @@ fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, n
         return reply_err(&mut c.out, OpError::ExpireFlagsConflict);
     }
     if f.gt && f.lt {
-        return c.out.error(b"ERR GT and LT options at the same time are not compatible");
+        return c
+            .out
+            .error(b"ERR GT and LT options at the same time are not compatible");
     }
     let invalid = |c: &mut Ctx<'_>| {
         let mut m = b"ERR invalid expire time in '".to_vec();
@@ -296,7 +322,11 @@ fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, n
         m.extend_from_slice(b"' command");
         c.out.error(&m);
     };
-    let ms = if unit_ms { Some(when) } else { when.checked_mul(1000) };
+    let ms = if unit_ms {
+        Some(when)
+    } else {
+        when.checked_mul(1000)
+    };
     let at = match ms {
         Some(ms) if absolute => Some(ms),
         Some(ms) => ms.checked_add(c.db.now as i64),
@@ -446,7 +476,12 @@ pub fn parse_scan<'a>(a: &[&'a [u8]]) -> Result<ScanArgs<'a>, &'static [u8]> {
             _ => return Err(b"ERR invalid cursor"),
         },
     };
-    let mut s = ScanArgs { cursor, pattern: None, count: 10, ty: None };
+    let mut s = ScanArgs {
+        cursor,
+        pattern: None,
+        count: 10,
+        ty: None,
+    };
     let mut i = 2;
     while i < a.len() {
         if i + 1 >= a.len() {
@@ -476,7 +511,8 @@ fn scan(c: &mut Ctx<'_>, a: &[&[u8]]) {
         Ok(s) => s,
         Err(msg) => return c.out.error(msg),
     };
-    let (next, keys) = c.db.scan_in(c.session.db, s.cursor, s.pattern, s.count, s.ty);
+    let (next, keys) =
+        c.db.scan_in(c.session.db, s.cursor, s.pattern, s.count, s.ty);
     c.out.array_len(2);
     c.out.bulk(itoa::Buffer::new().format(next).as_bytes());
     c.out.array_len(keys.len());
@@ -491,7 +527,9 @@ fn randomkey(c: &mut Ctx<'_>, _a: &[&[u8]]) {
     let mut seed = c.db.random();
     let key = c.db.dbs[dbi].random_key(
         || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 11 ^ seed
         },
         now,
@@ -520,7 +558,9 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return wrong_arity(&mut c.out, name);
     }
     let now = c.db.now;
-    let Some(n) = c.db.dbs[c.session.db].get(a[2], now) else { return c.out.null() };
+    let Some(n) = c.db.dbs[c.session.db].get(a[2], now) else {
+        return c.out.null();
+    };
     match name {
         "object|encoding" => c.out.bulk(n.value.encoding().as_bytes()),
         "object|refcount" => c.out.int(1),

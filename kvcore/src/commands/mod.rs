@@ -135,7 +135,11 @@ impl CommandSpec {
             i64::from(self.last_key)
         };
         let step = self.key_step.max(1) as usize;
-        let end = if first == 0 { 0 } else { (last.max(0) as usize + 1).min(argc) };
+        let end = if first == 0 {
+            0
+        } else {
+            (last.max(0) as usize + 1).min(argc)
+        };
         (first..end.max(first)).step_by(step)
     }
 }
@@ -277,16 +281,32 @@ mod tests {
             })
             .collect();
         for spec in all() {
-            let f = facts.get(spec.name).unwrap_or_else(|| panic!("{} is not a Redis command", spec.name));
+            let f = facts
+                .get(spec.name)
+                .unwrap_or_else(|| panic!("{} is not a Redis command", spec.name));
             assert_eq!(spec.arity.to_string(), f[1], "arity of {}", spec.name);
-            let want_keys = (f[3].parse::<i32>().unwrap(), f[4].parse::<i32>().unwrap(), f[5].parse::<i32>().unwrap());
+            let want_keys = (
+                f[3].parse::<i32>().unwrap(),
+                f[4].parse::<i32>().unwrap(),
+                f[5].parse::<i32>().unwrap(),
+            );
             // The facts give the first key spec only; these commands have a second one (the
             // destination), which our legacy range covers too.
             let two_specs = ["rename", "renamenx", "copy"].contains(&spec.name);
             if two_specs {
-                assert_eq!((spec.first_key, spec.last_key, spec.key_step), (1, 2, 1), "keys of {}", spec.name);
+                assert_eq!(
+                    (spec.first_key, spec.last_key, spec.key_step),
+                    (1, 2, 1),
+                    "keys of {}",
+                    spec.name
+                );
             } else {
-                assert_eq!((spec.first_key, spec.last_key, spec.key_step), want_keys, "keys of {}", spec.name);
+                assert_eq!(
+                    (spec.first_key, spec.last_key, spec.key_step),
+                    want_keys,
+                    "keys of {}",
+                    spec.name
+                );
             }
             for (bit, name) in flags::NAMES {
                 if *bit == flags::MOVABLE_KEYS {

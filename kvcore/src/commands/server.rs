@@ -59,7 +59,10 @@ fn write_command_info(w: &mut ReplyWriter<'_>, s: &CommandSpec) {
 }
 
 fn write_command_docs(w: &mut ReplyWriter<'_>, s: &CommandSpec) {
-    let (group, since) = docs_facts().get(s.name).copied().unwrap_or(("generic", "1.0.0"));
+    let (group, since) = docs_facts()
+        .get(s.name)
+        .copied()
+        .unwrap_or(("generic", "1.0.0"));
     w.bulk(s.name.as_bytes());
     w.map_len(3);
     w.bulk(b"summary");
@@ -90,7 +93,11 @@ fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
             c.out.bulk(s.name.as_bytes());
         }
     } else if args::is(sub, "INFO") {
-        let names: Vec<&[u8]> = if a.len() > 2 { a[2..].to_vec() } else { all.iter().map(|s| s.name.as_bytes()).collect() };
+        let names: Vec<&[u8]> = if a.len() > 2 {
+            a[2..].to_vec()
+        } else {
+            all.iter().map(|s| s.name.as_bytes()).collect()
+        };
         c.out.array_len(names.len());
         for n in names {
             match super::lookup(n) {
@@ -117,7 +124,9 @@ fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
             return c.out.error(b"ERR Invalid command specified");
         };
         if !s.arity_ok(target.len()) {
-            return c.out.error(b"ERR Invalid number of arguments specified for command");
+            return c
+                .out
+                .error(b"ERR Invalid number of arguments specified for command");
         }
         let keys: Vec<usize> = s.key_indices(target.len()).collect();
         if keys.is_empty() {
@@ -133,7 +142,15 @@ fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 /// Sections INFO prints by default, in order.
-const SECTIONS: &[&str] = &["server", "clients", "memory", "stats", "replication", "cpu", "keyspace"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "stats",
+    "replication",
+    "cpu",
+    "keyspace",
+];
 
 /// Counters of one shard that INFO sums over all shards.
 #[derive(Clone, Debug, Default)]
@@ -167,7 +184,11 @@ impl Db {
     /// This store's counters, for INFO over several shards.
     pub fn shard_stats(&self) -> ShardStats {
         ShardStats {
-            keyspace: self.dbs.iter().map(|k| (k.len(), k.expires_len())).collect(),
+            keyspace: self
+                .dbs
+                .iter()
+                .map(|k| (k.len(), k.expires_len()))
+                .collect(),
             stats: self.stats,
             expired: self.dbs.iter().map(|k| k.expired_keys).sum(),
         }
@@ -259,11 +280,21 @@ impl Db {
 
     /// INFO text with counters summed over shards.
     pub fn info_with(&self, sections: &[&[u8]], agg: &ShardStats) -> String {
-        let mut wanted: Vec<String> = sections.iter().map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
-        if wanted.is_empty() || wanted.iter().any(|w| w == "default" || w == "all" || w == "everything") {
+        let mut wanted: Vec<String> = sections
+            .iter()
+            .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+            .collect();
+        if wanted.is_empty()
+            || wanted
+                .iter()
+                .any(|w| w == "default" || w == "all" || w == "everything")
+        {
             wanted = SECTIONS.iter().map(|s| s.to_string()).collect();
         }
-        let parts: Vec<String> = wanted.iter().filter_map(|w| self.info_section_with(w, agg)).collect();
+        let parts: Vec<String> = wanted
+            .iter()
+            .filter_map(|w| self.info_section_with(w, agg))
+            .collect();
         parts.join("\r\n")
     }
 }
@@ -311,12 +342,19 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
         let text: Vec<(String, String)> = a[2..]
             .chunks_exact(2)
-            .map(|p| (String::from_utf8_lossy(p[0]).into_owned(), String::from_utf8_lossy(p[1]).into_owned()))
+            .map(|p| {
+                (
+                    String::from_utf8_lossy(p[0]).into_owned(),
+                    String::from_utf8_lossy(p[1]).into_owned(),
+                )
+            })
             .collect();
         let pairs: Vec<(&str, &str)> = text.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         match c.db.config.set_many(&pairs) {
             Ok(()) => c.out.ok(),
-            Err(e @ ConfigError::Unknown(_)) | Err(e) => c.out.error(super::sanitize(e.reply_text().into_bytes()).as_slice()),
+            Err(e @ ConfigError::Unknown(_)) | Err(e) => c
+                .out
+                .error(super::sanitize(e.reply_text().into_bytes()).as_slice()),
         }
     } else if args::is(sub, "RESETSTAT") {
         c.db.stats = Default::default();
@@ -325,7 +363,8 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
         c.out.ok();
     } else if args::is(sub, "REWRITE") {
-        c.out.error(b"ERR The server is running without a config file");
+        c.out
+            .error(b"ERR The server is running without a config file");
     } else {
         unknown_subcommand(&mut c.out, "config", sub);
     }

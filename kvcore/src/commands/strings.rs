@@ -32,7 +32,15 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("decr", 2, WRITE | DENYOOM | FAST, 1, 1, 1, decr),
     cmd!("incrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, incrby),
     cmd!("decrby", 3, WRITE | DENYOOM | FAST, 1, 1, 1, decrby),
-    cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, 1, 1, 1, incrbyfloat),
+    cmd!(
+        "incrbyfloat",
+        3,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        incrbyfloat
+    ),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -64,7 +72,11 @@ pub struct SetOptions {
 
 impl Default for SetOptions {
     fn default() -> Self {
-        SetOptions { condition: SetCondition::Always, ttl: Ttl::Clear, get: false }
+        SetOptions {
+            condition: SetCondition::Always,
+            ttl: Ttl::Clear,
+            get: false,
+        }
     }
 }
 
@@ -79,12 +91,20 @@ pub struct SetOutcome {
 
 fn string_bytes(v: &Value) -> OpResult<Vec<u8>> {
     let mut b = itoa::Buffer::new();
-    v.as_str(&mut b).map(<[u8]>::to_vec).ok_or(OpError::WrongType)
+    v.as_str(&mut b)
+        .map(<[u8]>::to_vec)
+        .ok_or(OpError::WrongType)
 }
 
 impl Db {
     /// SET with options in database `dbi`.
-    pub fn set_in(&mut self, dbi: usize, key: &[u8], value: &[u8], opt: SetOptions) -> OpResult<SetOutcome> {
+    pub fn set_in(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        value: &[u8],
+        opt: SetOptions,
+    ) -> OpResult<SetOutcome> {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
         let (exists, old) = match ks.get(key, now) {
@@ -105,12 +125,16 @@ impl Db {
                 ttl => ks.set(key, Value::from_bytes(value), ttl, now),
             }
         }
-        Ok(SetOutcome { written: allowed, old })
+        Ok(SetOutcome {
+            written: allowed,
+            old,
+        })
     }
 
     /// SET key value (no options) in the embedded session's database.
     pub fn set(&mut self, key: &[u8], value: &[u8]) -> OpResult<()> {
-        self.set_in(self.embedded_db(), key, value, SetOptions::default()).map(|_| ())
+        self.set_in(self.embedded_db(), key, value, SetOptions::default())
+            .map(|_| ())
     }
 
     /// SET with options in the embedded session's database.
@@ -144,8 +168,12 @@ impl Db {
             Some(v) => {
                 let cur = match v {
                     Value::Int(i) => *i,
-                    Value::Str(b) if b.len() <= 20 => crate::num::parse_i64(b).ok_or(OpError::NotInteger)?,
-                    Value::Raw(b) if b.len() <= 20 => crate::num::parse_i64(b).ok_or(OpError::NotInteger)?,
+                    Value::Str(b) if b.len() <= 20 => {
+                        crate::num::parse_i64(b).ok_or(OpError::NotInteger)?
+                    }
+                    Value::Raw(b) if b.len() <= 20 => {
+                        crate::num::parse_i64(b).ok_or(OpError::NotInteger)?
+                    }
                     Value::Str(_) | Value::Raw(_) => return Err(OpError::NotInteger),
                 };
                 let new = cur.checked_add(by).ok_or(OpError::Overflow)?;
@@ -205,7 +233,13 @@ impl Db {
     }
 
     /// SETRANGE in database `dbi`; returns the new length.
-    pub fn setrange_in(&mut self, dbi: usize, key: &[u8], offset: i64, bytes: &[u8]) -> OpResult<usize> {
+    pub fn setrange_in(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        offset: i64,
+        bytes: &[u8],
+    ) -> OpResult<usize> {
         if offset < 0 {
             return Err(OpError::OffsetOutOfRange);
         }
@@ -231,7 +265,10 @@ impl Db {
             ks.insert_absent(key, Value::Raw(v), Ttl::Clear);
             return Ok(end);
         }
-        let v = ks.get_mut(key, now).and_then(Value::make_raw).ok_or(OpError::WrongType)?;
+        let v = ks
+            .get_mut(key, now)
+            .and_then(Value::make_raw)
+            .ok_or(OpError::WrongType)?;
         if v.len() < end {
             v.resize(end, 0);
         }
@@ -370,7 +407,10 @@ fn set(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn setnx(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let opt = SetOptions { condition: SetCondition::IfAbsent, ..SetOptions::default() };
+    let opt = SetOptions {
+        condition: SetCondition::IfAbsent,
+        ..SetOptions::default()
+    };
     match c.db.set_in(c.session.db, a[1], a[2], opt) {
         Ok(o) => c.out.int(i64::from(o.written)),
         Err(e) => reply_err(&mut c.out, e),
@@ -383,7 +423,10 @@ fn setex_common(c: &mut Ctx<'_>, a: &[&[u8]], unit: ExpireUnit, name: &str) {
         Err(None) => return invalid_expire(&mut c.out, name),
         Err(Some(e)) => return reply_err(&mut c.out, e),
     };
-    let opt = SetOptions { ttl: Ttl::At(at), ..SetOptions::default() };
+    let opt = SetOptions {
+        ttl: Ttl::At(at),
+        ..SetOptions::default()
+    };
     match c.db.set_in(c.session.db, a[1], a[3], opt) {
         Ok(_) => c.out.ok(),
         Err(e) => reply_err(&mut c.out, e),
@@ -399,7 +442,10 @@ fn psetex(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn getset(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let opt = SetOptions { get: true, ..SetOptions::default() };
+    let opt = SetOptions {
+        get: true,
+        ..SetOptions::default()
+    };
     match c.db.set_in(c.session.db, a[1], a[2], opt) {
         Ok(SetOutcome { old: Some(v), .. }) => c.out.bulk(&v),
         Ok(_) => c.out.null(),
@@ -428,10 +474,15 @@ fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let mut i = 2;
     while i < a.len() {
         let o = a[i];
-        let unit = [("EX", ExpireUnit::Seconds), ("PX", ExpireUnit::Millis), ("EXAT", ExpireUnit::UnixSeconds), ("PXAT", ExpireUnit::UnixMillis)]
-            .into_iter()
-            .find(|(n, _)| args::is(o, n))
-            .map(|(_, u)| u);
+        let unit = [
+            ("EX", ExpireUnit::Seconds),
+            ("PX", ExpireUnit::Millis),
+            ("EXAT", ExpireUnit::UnixSeconds),
+            ("PXAT", ExpireUnit::UnixMillis),
+        ]
+        .into_iter()
+        .find(|(n, _)| args::is(o, n))
+        .map(|(_, u)| u);
         match unit {
             Some(u) if change.is_none() && i + 1 < a.len() => {
                 match deadline(a[i + 1], u, now) {
@@ -534,9 +585,13 @@ fn getrange(c: &mut Ctx<'_>, a: &[&[u8]]) {
         _ => return reply_err(&mut c.out, OpError::NotInteger),
     };
     let now = c.db.now;
-    let Some(n) = c.db.dbs[c.session.db].get(a[1], now) else { return c.out.bulk(b"") };
+    let Some(n) = c.db.dbs[c.session.db].get(a[1], now) else {
+        return c.out.bulk(b"");
+    };
     let mut buf = itoa::Buffer::new();
-    let Some(s) = n.value.as_str(&mut buf) else { return reply_err(&mut c.out, OpError::WrongType) };
+    let Some(s) = n.value.as_str(&mut buf) else {
+        return reply_err(&mut c.out, OpError::WrongType);
+    };
     let len = s.len() as i64;
     if start < 0 && end < 0 && start > end {
         return c.out.bulk(b"");

@@ -344,3 +344,15 @@ pub fn check_writer_roundtrip(data: &[u8]) {
         assert_eq!(pos, out.len());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn writer_and_reply_parser_agree(data in proptest::collection::vec(any::<u8>(), 0..400)) {
+            super::check_writer_roundtrip(&data);
+        }
+    }
+}

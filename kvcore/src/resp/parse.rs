@@ -252,7 +252,13 @@ fn header_line(
 ) -> Result<Option<(usize, usize)>, ProtocolError> {
     let rest = buf.get(start..).unwrap_or_default();
     let window = rest.get(..max.saturating_add(1)).unwrap_or(rest);
-    match memchr(b'\r', window) {
+    // Header lines are short: a plain scan of the first bytes beats memchr's setup.
+    let short = window.get(..24).unwrap_or(window);
+    let cr = short
+        .iter()
+        .position(|&c| c == b'\r')
+        .or_else(|| memchr(b'\r', window));
+    match cr {
         Some(cr) if cr.saturating_add(2) <= rest.len() => Ok(Some((
             start.saturating_add(cr),
             start.saturating_add(cr).saturating_add(2),

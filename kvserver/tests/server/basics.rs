@@ -31,7 +31,10 @@ const SCRIPT: &[(&str, &str)] = &[
     ("TYPE k2", "+string\r\n"),
     ("OBJECT ENCODING n", "$6\r\nembstr\r\n"),
     ("MSET a 1 b 2 c 3 d 4 e 5 f 6", "+OK\r\n"),
-    ("MGET a b c d e f nokey", "*7\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$1\r\n5\r\n$1\r\n6\r\n$-1\r\n"),
+    (
+        "MGET a b c d e f nokey",
+        "*7\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$1\r\n5\r\n$1\r\n6\r\n$-1\r\n",
+    ),
     ("MSETNX a 1 zz 2", ":0\r\n"),
     ("EXISTS a b c nokey", ":3\r\n"),
     ("TOUCH a b", ":2\r\n"),
@@ -47,11 +50,23 @@ const SCRIPT: &[(&str, &str)] = &[
     ("FLUSHDB", "+OK\r\n"),
     ("SELECT 0", "+OK\r\n"),
     ("GET nokey", "$-1\r\n"),
-    ("INCR k1", "-ERR value is not an integer or out of range\r\n"),
-    ("GET", "-ERR wrong number of arguments for 'get' command\r\n"),
-    ("NOSUCH x", "-ERR unknown command 'NOSUCH', with args beginning with: 'x' \r\n"),
+    (
+        "INCR k1",
+        "-ERR value is not an integer or out of range\r\n",
+    ),
+    (
+        "GET",
+        "-ERR wrong number of arguments for 'get' command\r\n",
+    ),
+    (
+        "NOSUCH x",
+        "-ERR unknown command 'NOSUCH', with args beginning with: 'x' \r\n",
+    ),
     ("CONFIG SET maxmemory 0", "+OK\r\n"),
-    ("CONFIG GET maxmemory", "*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n"),
+    (
+        "CONFIG GET maxmemory",
+        "*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n",
+    ),
     ("KEYS zz*", "*0\r\n"),
     ("FLUSHALL", "+OK\r\n"),
     ("DBSIZE", ":0\r\n"),
@@ -80,12 +95,24 @@ fn every_family_three_shards() {
 fn redis_crate_client() {
     let server = Server::start(&["--threads", "3"]);
     let mut c = server.client();
-    let _: () = redis::cmd("SET").arg("user:1").arg("ada").query(&mut c).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("user:1")
+        .arg("ada")
+        .query(&mut c)
+        .unwrap();
     let v: String = redis::cmd("GET").arg("user:1").query(&mut c).unwrap();
     assert_eq!(v, "ada");
-    let n: i64 = redis::cmd("INCRBY").arg("counter").arg(41).query(&mut c).unwrap();
+    let n: i64 = redis::cmd("INCRBY")
+        .arg("counter")
+        .arg(41)
+        .query(&mut c)
+        .unwrap();
     assert_eq!(n, 41);
-    let keys: Vec<String> = redis::cmd("MGET").arg("user:1").arg("counter").query(&mut c).unwrap();
+    let keys: Vec<String> = redis::cmd("MGET")
+        .arg("user:1")
+        .arg("counter")
+        .query(&mut c)
+        .unwrap();
     assert_eq!(keys, vec!["ada".to_string(), "41".to_string()]);
 }
 
@@ -104,7 +131,10 @@ fn input_split_byte_by_byte() {
     let r = read_replies(&mut s, 4);
     assert_eq!(r[0], b"+OK\r\n");
     assert_eq!(r[1], b"+OK\r\n");
-    assert_eq!(r[2], b"*4\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$5\r\nvalue\r\n");
+    assert_eq!(
+        r[2],
+        b"*4\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n3\r\n$5\r\nvalue\r\n"
+    );
     assert_eq!(r[3], b"+PONG\r\n");
 }
 
@@ -112,10 +142,22 @@ fn input_split_byte_by_byte() {
 fn malformed_input_errors_and_closes_only_that_client() {
     let mut server = Server::start(&["--threads", "2"]);
     for (input, err) in [
-        (&b"*abc\r\n"[..], "-ERR Protocol error: invalid multibulk length\r\n"),
-        (b"*1\r\n$-5\r\n", "-ERR Protocol error: invalid bulk length\r\n"),
-        (b"*1\r\nfoo\r\n", "-ERR Protocol error: expected '$', got 'f'\r\n"),
-        (b"SET \"a b\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n"),
+        (
+            &b"*abc\r\n"[..],
+            "-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n$-5\r\n",
+            "-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\nfoo\r\n",
+            "-ERR Protocol error: expected '$', got 'f'\r\n",
+        ),
+        (
+            b"SET \"a b\r\n",
+            "-ERR Protocol error: unbalanced quotes in request\r\n",
+        ),
     ] {
         let mut s = server.raw();
         s.write_all(b"PING\r\n").unwrap();
@@ -152,19 +194,40 @@ fn quit_and_shutdown() {
 fn redis_cli_and_redis_benchmark() {
     let server = Server::start(&["--threads", "2"]);
     let port = server.port.to_string();
-    let out = std::process::Command::new("redis-cli").args(["-p", &port, "SET", "cli", "works"]).output().expect("redis-cli is installed");
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "SET", "cli", "works"])
+        .output()
+        .expect("redis-cli is installed");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
     // Interactive redis-cli asks COMMAND DOCS first; our reply must be one it accepts.
-    let out = std::process::Command::new("redis-cli").args(["-p", &port, "COMMAND", "DOCS", "get"]).output().unwrap();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "COMMAND", "DOCS", "get"])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("string"));
     let out = std::process::Command::new("redis-benchmark")
-        .args(["-p", &port, "-n", "20000", "-c", "20", "-P", "8", "-t", "set,get,incr,mset", "-r", "1000", "-q"])
+        .args([
+            "-p",
+            &port,
+            "-n",
+            "20000",
+            "-c",
+            "20",
+            "-P",
+            "8",
+            "-t",
+            "set,get,incr,mset",
+            "-r",
+            "1000",
+            "-q",
+        ])
         .output()
         .expect("redis-benchmark is installed");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    for t in ["SET", "GET", "INCR", "MSET"] {
-        assert!(text.contains(&format!("{t}")), "{t} missing in {text}");
+    for t in ["SET:", "GET:", "INCR:", "MSET (10 keys):"] {
+        assert!(text.contains(t), "{t} missing in {text}");
     }
+    assert_eq!(text.matches("requests per second").count(), 4, "{text}");
     assert!(!text.to_lowercase().contains("error"), "{text}");
 }

@@ -18,7 +18,10 @@ fn two_hundred_concurrent_connections() {
         assert_eq!(read_replies(s, 1)[0], b"+OK\r\n");
     }
     for (i, s) in conns.iter_mut().enumerate() {
-        assert_eq!(call(s, &format!("GET conn:{i}")), format!("${}\r\n{i}\r\n", i.to_string().len()));
+        assert_eq!(
+            call(s, &format!("GET conn:{i}")),
+            format!("${}\r\n{i}\r\n", i.to_string().len())
+        );
     }
     let mut c = server.raw();
     assert_eq!(call(&mut c, "DBSIZE"), ":200\r\n");
@@ -43,7 +46,15 @@ fn maxclients_refuses_the_extra_connection() {
 
 #[test]
 fn slow_reader_is_disconnected_at_the_output_limit() {
-    let server = Server::start(&["--threads", "2", "--client-output-buffer-limit", "normal", "1mb", "256kb", "1"]);
+    let server = Server::start(&[
+        "--threads",
+        "2",
+        "--client-output-buffer-limit",
+        "normal",
+        "1mb",
+        "256kb",
+        "1",
+    ]);
     let mut setup = server.raw();
     let big = "x".repeat(200_000);
     assert_eq!(call(&mut setup, &format!("SET big {big}")), "+OK\r\n");
@@ -51,7 +62,8 @@ fn slow_reader_is_disconnected_at_the_output_limit() {
     let mut slow = server.raw();
     let one = cmd("GET big");
     let mut sent = 0;
-    slow.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    slow.set_write_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     while sent < 2000 {
         if slow.write_all(&one).is_err() {
             break;
@@ -64,7 +76,8 @@ fn slow_reader_is_disconnected_at_the_output_limit() {
     assert_eq!(call(&mut other, "PING"), "+PONG\r\n");
     assert!(server.rss_kib() < 200 * 1024, "memory stayed bounded");
     // The slow client was cut off: reading drains what was sent, then EOF.
-    slow.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     assert!(closed(&mut slow), "slow reader was disconnected");
 }
 
@@ -72,9 +85,18 @@ fn slow_reader_is_disconnected_at_the_output_limit() {
 fn auth_with_requirepass() {
     let server = Server::start(&["--threads", "2", "--requirepass", "s3cret"]);
     let mut s = server.raw();
-    assert_eq!(call(&mut s, "GET x"), "-NOAUTH Authentication required.\r\n");
-    assert_eq!(call(&mut s, "MSET a 1 b 2 c 3"), "-NOAUTH Authentication required.\r\n");
-    assert_eq!(call(&mut s, "AUTH wrong"), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    assert_eq!(
+        call(&mut s, "GET x"),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        call(&mut s, "MSET a 1 b 2 c 3"),
+        "-NOAUTH Authentication required.\r\n"
+    );
+    assert_eq!(
+        call(&mut s, "AUTH wrong"),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+    );
     assert_eq!(call(&mut s, "AUTH s3cret"), "+OK\r\n");
     assert_eq!(call(&mut s, "MSET a 1 b 2 c 3"), "+OK\r\n");
     let mut h = server.raw();
@@ -89,9 +111,11 @@ fn auth_with_requirepass() {
 fn protected_mode_denies_non_local_clients() {
     let server = Server::start(&["--threads", "2", "--bind", "0.0.0.0"]);
     let from = |ip: [u8; 4]| -> TcpStream {
-        let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let sock =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
         sock.bind(&SocketAddr::from((ip, 0)).into()).unwrap();
-        sock.connect(&SocketAddr::from(([127, 0, 0, 1], server.port)).into()).unwrap();
+        sock.connect(&SocketAddr::from(([127, 0, 0, 1], server.port)).into())
+            .unwrap();
         let s: TcpStream = sock.into();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s
@@ -99,11 +123,18 @@ fn protected_mode_denies_non_local_clients() {
     let mut remote = from([127, 0, 0, 2]);
     let mut buf = Vec::new();
     remote.read_to_end(&mut buf).unwrap();
-    assert!(buf.starts_with(b"-DENIED Redis is running in protected mode"), "{}", String::from_utf8_lossy(&buf));
+    assert!(
+        buf.starts_with(b"-DENIED Redis is running in protected mode"),
+        "{}",
+        String::from_utf8_lossy(&buf)
+    );
     let mut local = from([127, 0, 0, 1]);
     assert_eq!(call(&mut local, "CONFIG SET requirepass pw"), "+OK\r\n");
     let mut remote = from([127, 0, 0, 2]);
-    assert_eq!(call(&mut remote, "PING"), "-NOAUTH Authentication required.\r\n");
+    assert_eq!(
+        call(&mut remote, "PING"),
+        "-NOAUTH Authentication required.\r\n"
+    );
 }
 
 #[test]
@@ -113,19 +144,29 @@ fn hostile_lengths_keep_memory_bounded() {
     // A declared 2 GiB bulk, a 1M-element multibulk header and a 10 MB inline line.
     let mut a = server.raw();
     a.write_all(b"*1\r\n$2147483648\r\n").unwrap();
-    assert_eq!(String::from_utf8_lossy(&read_replies(&mut a, 1)[0]), "-ERR Protocol error: invalid bulk length\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&read_replies(&mut a, 1)[0]),
+        "-ERR Protocol error: invalid bulk length\r\n"
+    );
     let mut b = server.raw();
     b.write_all(b"*1048576\r\n$3\r\nSET\r\n").unwrap();
     let mut c = server.raw();
     let line = vec![b'a'; 10 << 20];
     let _ = c.write_all(&line);
     let r = read_replies(&mut c, 1);
-    assert_eq!(String::from_utf8_lossy(&r[0]), "-ERR Protocol error: too big inline request\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&r[0]),
+        "-ERR Protocol error: too big inline request\r\n"
+    );
     let mut d = server.raw();
     let _ = d.write_all(&vec![0u8; 1 << 20]);
     std::thread::sleep(Duration::from_millis(300));
     assert!(server.alive());
-    assert!(server.rss_kib() < before + 64 * 1024, "rss grew from {before} to {} KiB", server.rss_kib());
+    assert!(
+        server.rss_kib() < before + 64 * 1024,
+        "rss grew from {before} to {} KiB",
+        server.rss_kib()
+    );
     let mut ok = server.raw();
     assert_eq!(call(&mut ok, "PING"), "+PONG\r\n");
 }

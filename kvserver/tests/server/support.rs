@@ -25,7 +25,10 @@ impl Server {
         let stderr = child.stderr.take().expect("stderr is piped");
         let mut lines = BufReader::new(stderr).lines();
         let port = loop {
-            let line = lines.next().expect("kvserver printed a ready line").expect("utf-8 log");
+            let line = lines
+                .next()
+                .expect("kvserver printed a ready line")
+                .expect("utf-8 log");
             if let Some(rest) = line.split("Ready to accept connections tcp on ").nth(1) {
                 break rest.rsplit(':').next().unwrap().trim().parse().unwrap();
             }
@@ -37,7 +40,10 @@ impl Server {
 
     /// A `redis` crate connection.
     pub fn client(&self) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap().get_connection().unwrap()
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
     }
 
     /// A raw socket.
@@ -55,7 +61,15 @@ impl Server {
     /// The server's resident set size in KiB.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status.lines().find(|l| l.starts_with("VmRSS")).unwrap().split_whitespace().nth(1).unwrap().parse().unwrap()
+        status
+            .lines()
+            .find(|l| l.starts_with("VmRSS"))
+            .unwrap()
+            .split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
     }
 }
 
@@ -104,7 +118,11 @@ pub fn read_replies(s: &mut TcpStream, n: usize) -> Vec<Vec<u8>> {
         if out.len() == n {
             break;
         }
-        assert!(Instant::now() < deadline, "timed out with {} of {n} replies", out.len());
+        assert!(
+            Instant::now() < deadline,
+            "timed out with {} of {n} replies",
+            out.len()
+        );
         let got = s.read(&mut chunk).expect("read");
         assert!(got > 0, "server closed after {} of {n} replies", out.len());
         buf.extend_from_slice(&chunk[..got]);
