@@ -8,6 +8,7 @@
 //! spanning shards (`multi`) and whole-keyspace commands (`special`) run after the batches
 //! ahead of them have resolved. The clock is read once per read batch.
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
@@ -15,12 +16,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
 use kvcore::commands::{self, flags};
 use kvcore::resp::parse::{Limits, Parsed, Parser};
 use kvcore::resp::Proto;
 use kvcore::Session;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
 
 use crate::global::{lock, ClientEntry};
 use crate::shard::{BatchReply, RemoteBatch, Shard};
@@ -29,6 +30,9 @@ use crate::{log, multi, route, special};
 const READ_CHUNK: usize = 16 * 1024;
 /// Replies are written out once this many bytes are waiting, even mid-batch.
 const FLUSH_AT: usize = 256 * 1024;
+/// Commands queued for other shards are sent off once this many wait, so that the replies a
+/// batch can bring back stay bounded (their sizes are unknown until they run).
+const REMOTE_AT: usize = 128;
 
 /// Where a command runs.
 enum Route {
@@ -173,12 +177,13 @@ async fn write_out(
     }
     if limit.soft > 0 && out.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
-        let w = glommio::timer::timeout(secs, async {
-            stream.write_all(out).await.map_err(Into::into)
-        });
-        w.await.map_err(|_| {
-            std::io::Error::other("closing client over the output buffer soft limit for too long")
-        })?;
+        tokio::time::timeout(secs, stream.write_all(out))
+            .await
+            .map_err(|_| {
+                std::io::Error::other(
+                    "closing client over the output buffer soft limit for too long",
+                )
+            })??;
     } else {
         stream.write_all(out).await?;
     }
@@ -229,7 +234,7 @@ async fn run(
                 rbuf.resize(new_len, 0);
             }
         }
-        let n = stream.read(&mut rbuf[end..]).await?;
+        let n = read(stream, &mut rbuf[end..]).await?;
         if n == 0 {
             return Ok(());
         }
@@ -297,7 +302,7 @@ async fn run(
                     }
                 }
             }
-            if out.len() + pend.local.len() >= FLUSH_AT {
+            if out.len() + pend.local.len() >= FLUSH_AT || pend.segs.len() >= REMOTE_AT {
                 resolve(shard, &mut pend, &mut out).await;
                 write_out(stream, &mut out, shard).await?;
             }
@@ -313,6 +318,40 @@ async fn run(
         } else {
             pos
         };
+    }
+}
+
+/// Reads what the socket holds into `buf`, waiting for readiness when it holds nothing.
+///
+/// One `recv` per batch, as Redis does: a read that leaves room in `buf` drained the socket's
+/// queue, so the readiness it consumed is cleared then and there rather than found out by a
+/// second `recv` failing with EAGAIN. (Readiness that arrives meanwhile is not lost: tokio
+/// clears only the readiness it observed before the call.)
+async fn read(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    let sock = socket2::SockRef::from(stream);
+    loop {
+        stream.readable().await?;
+        let mut got = 0usize;
+        let r = stream.try_io(Interest::READABLE, || {
+            // The socket is non-blocking: an empty queue is `WouldBlock`.
+            let n = (&*sock).read(buf)?;
+            got = n;
+            if got > 0 && got < buf.len() {
+                // Drained: report "would block" so the readiness is cleared; `got` holds the data.
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => return Ok(got),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if got > 0 {
+                    return Ok(got);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
     }
 }
 

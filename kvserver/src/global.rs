@@ -72,13 +72,11 @@ pub struct Global {
     pub shutdown: Arc<AtomicBool>,
     /// The port actually bound (differs from the option when it was 0).
     pub port: AtomicU16,
-    /// Mesh peer id of each shard, filled in as shards join the mesh (`usize::MAX` = not yet).
-    pub mesh_ids: Vec<AtomicUsize>,
 }
 
 impl Global {
     /// Fresh state for these options.
-    pub fn new(opts: Options, shards: usize) -> Global {
+    pub fn new(opts: Options) -> Global {
         Global {
             opts,
             clients: Mutex::new(BTreeMap::new()),
@@ -87,7 +85,6 @@ impl Global {
             total_connections: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),
-            mesh_ids: (0..shards).map(|_| AtomicUsize::new(usize::MAX)).collect(),
         }
     }
 

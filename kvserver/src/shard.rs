@@ -1,7 +1,7 @@
 //! One shard: the executor-local store and its messages to and from the other shards.
 //!
 //! Every executor owns one `Shard`: a [`Db`] holding the keys whose hash slots it owns, the
-//! lock table of its keys, and one end of a full mesh of channels to the other executors.
+//! lock table of its keys, a sender to every other executor's inbox and its own inbox.
 //! Work crosses shards in four forms of [`Msg`]:
 //! - `Batch`: the single-shard commands of one client's pipeline batch that belong to the
 //!   destination, in the client's order — one message per destination per batch;
@@ -9,8 +9,9 @@
 //! - `Lock` / `Unlock`: key intent locks for commands that span shards (see `locks`);
 //! - `Done`: the answer to any of the above, matched to its waiting future by id.
 //!
-//! The receive loop never waits: anything that may (sending a reply into a full channel,
-//! waiting for a lock) runs in its own task, so two shards can never block each other.
+//! Inboxes are unbounded, so sending never waits and two shards can never block each other;
+//! the receive loop never waits either: anything that may (waiting for a lock) runs in its
+//! own task. The volume in flight is bounded by the clients' own batches.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
@@ -19,11 +20,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use futures_channel::oneshot;
-use glommio::channels::channel_mesh::{Receivers, Senders};
 use kvcore::commands;
 use kvcore::resp::Proto;
 use kvcore::{Db, Session};
 use smallvec::SmallVec;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::global::Global;
 use crate::locks::{LockKey, LockTable};
@@ -116,23 +117,20 @@ pub struct Shard {
     pub locks: RefCell<LockTable>,
     /// Process-wide state.
     pub global: Arc<Global>,
-    senders: Option<Senders<Msg>>,
-    /// Mesh peer id of each shard: glommio numbers peers in the order they joined the mesh,
-    /// which is not the shard order.
-    peer_of: Vec<usize>,
+    /// The inbox of every shard, by shard index.
+    inboxes: Vec<UnboundedSender<Msg>>,
     pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
     next_id: Cell<u64>,
 }
 
 impl Shard {
-    /// A shard with its end of the mesh (`None` when it is the only shard).
+    /// A shard with the inboxes of all shards (indexed by shard; its own included).
     pub fn new(
         id: usize,
         n: usize,
         db: Db,
         global: Arc<Global>,
-        senders: Option<Senders<Msg>>,
-        peer_of: Vec<usize>,
+        inboxes: Vec<UnboundedSender<Msg>>,
     ) -> Shard {
         Shard {
             id,
@@ -140,19 +138,16 @@ impl Shard {
             db: RefCell::new(db),
             locks: RefCell::new(LockTable::default()),
             global,
-            senders,
-            peer_of,
+            inboxes,
             pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
         }
     }
 
     async fn send(&self, to: usize, msg: Msg) {
-        if let Some(s) = &self.senders {
-            // A send fails only when the peer is gone (shutdown); its waiter then sees a
-            // cancelled reply.
-            let _ = s.send_to(self.peer_of[to], msg).await;
-        }
+        // A send fails only when the peer is gone (shutdown); its waiter then sees a
+        // cancelled reply.
+        let _ = self.inboxes[to].send(msg);
     }
 
     /// Sends a request and returns the receiver of its answer.
@@ -303,8 +298,7 @@ impl Shard {
             }
             Msg::Call { from, id, job } => {
                 let payload = job(self);
-                let me = self.clone();
-                glommio::spawn_local(async move { me.reply(from, id, payload).await }).detach();
+                let _ = self.inboxes[from].send(Msg::Done { id, payload });
             }
             Msg::Lock {
                 from,
@@ -314,36 +308,34 @@ impl Shard {
             } => {
                 let wait = self.locks.borrow_mut().acquire(keys, exclusive);
                 let me = self.clone();
-                glommio::spawn_local(async move {
+                tokio::task::spawn_local(async move {
                     if let Some(rx) = wait {
                         let _ = rx.await;
                     }
                     me.reply(from, id, Box::new(())).await;
-                })
-                .detach();
+                });
             }
             Msg::Unlock { keys, exclusive } => self.locks.borrow_mut().release(&keys, exclusive),
             Msg::Batch { from, id, batch } => {
                 let me = self.clone();
-                glommio::spawn_local(async move {
+                tokio::task::spawn_local(async move {
                     let r = me.run_batch(batch).await;
                     me.reply(from, id, Box::new(r)).await;
-                })
-                .detach();
+                });
             }
         }
     }
 }
 
 /// Receives messages from every peer for as long as the executor runs.
-pub fn serve_mesh(shard: &Rc<Shard>, mut receivers: Receivers<Msg>) {
-    for (_peer, stream) in receivers.streams() {
-        let shard = shard.clone();
-        glommio::spawn_local(async move {
-            while let Some(msg) = stream.recv().await {
+pub fn serve_inbox(shard: &Rc<Shard>, mut inbox: UnboundedReceiver<Msg>) {
+    let shard = shard.clone();
+    tokio::task::spawn_local(async move {
+        let mut msgs = Vec::with_capacity(64);
+        while inbox.recv_many(&mut msgs, 64).await > 0 {
+            for msg in msgs.drain(..) {
                 shard.handle(msg);
             }
-        })
-        .detach();
-    }
+        }
+    });
 }

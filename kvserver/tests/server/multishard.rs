@@ -195,9 +195,10 @@ fn msetnx_never_half_applies() {
     assert_eq!(call(&mut s, "EXISTS p1 p2 p3 p4"), ":4\r\n");
 }
 
-/// Regression: glommio numbers mesh peers by join order, not shard order. When messages went to
-/// the peer with the shard's number, a key written from one executor's connection landed on a
-/// different executor than local writes, so other connections could not see it.
+/// Regression: a message for shard N must reach the executor that owns shard N. (glommio's
+/// channel mesh numbered peers by join order, not shard order; a key written from one
+/// executor's connection landed on a different executor than local writes, so other
+/// connections could not see it.)
 #[test]
 fn every_connection_sees_every_key() {
     let server = Server::start(&["--threads", "3"]);
