@@ -182,11 +182,26 @@ impl Db {
     /// `args[0]` is the command name; an empty `args` does nothing.
     pub fn dispatch(&mut self, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
         let Some(&name) = args.first() else { return };
+        self.dispatch_spec(session, commands::lookup(name), args, out);
+    }
+
+    /// [`Db::dispatch`] for a caller that already looked the command up
+    /// (`spec` must be `commands::lookup(args[0])`).
+    pub fn dispatch_spec(
+        &mut self,
+        session: &mut Session,
+        spec: Option<&'static commands::CommandSpec>,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) {
+        if args.is_empty() {
+            return;
+        }
         let mut w = ReplyWriter {
             out,
             proto: session.proto,
         };
-        let Some(spec) = commands::lookup(name) else {
+        let Some(spec) = spec else {
             commands::unknown_command(&mut w, args);
             return;
         };

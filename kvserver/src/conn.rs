@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kvcore::commands::{self, flags};
+use kvcore::commands::{self, flags, CommandSpec};
 use kvcore::resp::parse::{Limits, Parsed, Parser};
 use kvcore::resp::Proto;
 use kvcore::Session;
@@ -36,7 +36,7 @@ const REMOTE_AT: usize = 128;
 
 /// Where a command runs.
 enum Route {
-    Local,
+    Local(Option<&'static CommandSpec>),
     Remote(usize),
     Multi,
     Special,
@@ -67,21 +67,21 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
         return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") {
             Route::Special
         } else {
-            Route::Local
+            Route::Local(None)
         };
     };
     if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) {
-        return Route::Local;
+        return Route::Local(Some(spec));
     }
     if special::is_special(spec, args, shard.n) {
         return Route::Special;
     }
     if shard.n == 1 {
-        return Route::Local;
+        return Route::Local(Some(spec));
     }
     let keys = route::key_positions(spec, args);
     let Some(&first) = keys.first() else {
-        return Route::Local;
+        return Route::Local(Some(spec));
     };
     let s = route::shard_of(args[first], shard.n);
     if keys[1..]
@@ -89,7 +89,7 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
         .all(|&i| route::shard_of(args[i], shard.n) == s)
     {
         if s == shard.id {
-            Route::Local
+            Route::Local(Some(spec))
         } else {
             Route::Remote(s)
         }
@@ -271,13 +271,13 @@ async fn run(
                 continue;
             }
             match classify(shard, session, &args) {
-                Route::Local => {
+                Route::Local(spec) => {
                     if pend.active {
                         let a = pend.local.len();
-                        shard.run_local(session, &args, &mut pend.local).await;
+                        shard.run_spec(session, spec, &args, &mut pend.local).await;
                         pend.segs.push(Seg::Local(a, pend.local.len()));
                     } else {
-                        shard.run_local(session, &args, &mut out).await;
+                        shard.run_spec(session, spec, &args, &mut out).await;
                     }
                     after_session_change(session, &args, entry);
                     if session.close_after_reply {

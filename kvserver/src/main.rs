@@ -127,6 +127,13 @@ fn run(opts: Options) -> Result<(), String> {
                 local.block_on(&rt, shard_main(i, n, port, global, inboxes, inbox, tx));
             })
     };
+    // SO_REUSEPORT would let this process share a port that another server of the same user
+    // already serves; a plain bind first tells "port in use" the way redis-server does.
+    if global.opts.port != 0 {
+        let (bind, port) = (global.opts.bind.as_str(), global.opts.port);
+        std::net::TcpListener::bind((bind, port))
+            .map_err(|e| format!("can't listen on {bind}:{port}: {e}"))?;
+    }
     // Shard 0 binds first, so that `--port 0` gives every shard the same free port.
     let mut threads = vec![spawn(0, global.opts.port).map_err(|e| e.to_string())?];
     let port = rx

@@ -226,6 +226,18 @@ impl Shard {
     /// Runs one command on this shard's store, waiting first if a multi-shard command holds
     /// one of its keys. `args` must be owned by the caller across the wait.
     pub async fn run_local(&self, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
+        let spec = args.first().and_then(|n| commands::lookup(n));
+        self.run_spec(session, spec, args, out).await
+    }
+
+    /// [`Shard::run_local`] for a command already looked up (`spec` = `lookup(args[0])`).
+    pub async fn run_spec(
+        &self,
+        session: &mut Session,
+        spec: Option<&'static commands::CommandSpec>,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) {
         let lock = self.lock_needed(session.db, args);
         if let Some((keys, exclusive)) = &lock {
             let wait = self.locks.borrow_mut().acquire(keys.clone(), *exclusive);
@@ -233,7 +245,7 @@ impl Shard {
                 let _ = rx.await;
             }
         }
-        self.db.borrow_mut().dispatch(session, args, out);
+        self.db.borrow_mut().dispatch_spec(session, spec, args, out);
         if let Some((keys, exclusive)) = lock {
             self.locks.borrow_mut().release(&keys, exclusive);
         }

@@ -231,3 +231,28 @@ fn redis_cli_and_redis_benchmark() {
     assert_eq!(text.matches("requests per second").count(), 4, "{text}");
     assert!(!text.to_lowercase().contains("error"), "{text}");
 }
+
+/// Start-up problems print one clear line and exit 1; a port another server holds is one of
+/// them (SO_REUSEPORT must not let a second server share it).
+#[test]
+fn start_up_errors_are_one_line_and_exit_1() {
+    let server = Server::start(&["--threads", "2"]);
+    let port = server.port.to_string();
+    let cases: [(&[&str], &str); 3] = [
+        (&["--port", &port], "can't listen on 127.0.0.1:"),
+        (&["--bogus", "1"], "unknown option 'bogus'"),
+        (&["/nonexistent/kv.conf"], "can't read config file"),
+    ];
+    for (args, want) in cases {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kvserver"))
+            .args(args)
+            .output()
+            .expect("kvserver runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let mut s = server.raw();
+    assert_eq!(call(&mut s, "PING"), "+PONG\r\n");
+}
