@@ -24,10 +24,10 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::global::{lock, ClientEntry};
-use crate::shard::{BatchReply, RemoteBatch, Shard};
+use crate::shard::{BatchReply, BufPool, RemoteBatch, Shard};
 use crate::{log, multi, route, special};
 
-const READ_CHUNK: usize = 16 * 1024;
+const READ_CHUNK: usize = BufPool::CHUNK;
 /// Replies are written out once this many bytes are waiting, even mid-batch.
 const FLUSH_AT: usize = 256 * 1024;
 /// Commands queued for other shards are sent off once this many wait, so that the replies a
@@ -177,7 +177,8 @@ async fn write_out(
     }
     if limit.soft > 0 && out.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
-        tokio::time::timeout(secs, stream.write_all(out))
+        // Boxed: the timer is large and this path rare.
+        Box::pin(tokio::time::timeout(secs, stream.write_all(out)))
             .await
             .map_err(|_| {
                 std::io::Error::other(
@@ -208,9 +209,9 @@ async fn run(
         max_bulk_len: shard.db.borrow().config.proto_max_bulk_len as usize,
         ..Limits::default()
     });
-    let mut rbuf = vec![0u8; READ_CHUNK];
+    let mut rbuf: Vec<u8> = Vec::new();
     let (mut start, mut end, mut wait_for) = (0usize, 0usize, 0usize);
-    let mut out: Vec<u8> = Vec::with_capacity(READ_CHUNK);
+    let mut out: Vec<u8> = Vec::new();
     let mut pend = Pending {
         batches: (0..shard.n).map(|_| RemoteBatch::default()).collect(),
         segs: Vec::new(),
@@ -218,23 +219,36 @@ async fn run(
         active: false,
     };
     loop {
-        if end == rbuf.len() {
-            if start > 0 {
-                rbuf.copy_within(start..end, 0);
-                end -= start;
-                start = 0;
-            } else if rbuf.len() >= query_limit {
-                return Err(std::io::Error::other(
-                    "closing client that reached the max query buffer length",
-                ));
-            } else {
-                // One command is larger than the buffer: grow by what was received, never by
-                // a length the client only declared.
-                let new_len = (rbuf.len() * 2).min(query_limit.max(READ_CHUNK));
-                rbuf.resize(new_len, 0);
+        let n = if end == 0 {
+            // Nothing partial is held: give the buffers back while the client is quiet, so
+            // an idle connection costs no buffer memory.
+            if !rbuf.is_empty() {
+                let mut pool = shard.bufs.borrow_mut();
+                pool.put_read(std::mem::take(&mut rbuf));
+                pool.put_out(std::mem::take(&mut out));
             }
-        }
-        let n = read(stream, &mut rbuf[end..]).await?;
+            let n = read_idle(shard, stream, &mut rbuf).await?;
+            out = shard.bufs.borrow_mut().take_out();
+            n
+        } else {
+            if end == rbuf.len() {
+                if start > 0 {
+                    rbuf.copy_within(start..end, 0);
+                    end -= start;
+                    start = 0;
+                } else if rbuf.len() >= query_limit {
+                    return Err(std::io::Error::other(
+                        "closing client that reached the max query buffer length",
+                    ));
+                } else {
+                    // One command is larger than the buffer: grow by what was received, never by
+                    // a length the client only declared.
+                    let new_len = (rbuf.len() * 2).min(query_limit.max(READ_CHUNK));
+                    rbuf.resize(new_len, 0);
+                }
+            }
+            read(stream, &mut rbuf[end..]).await?
+        };
         if n == 0 {
             return Ok(());
         }
@@ -250,7 +264,9 @@ async fn run(
             let parsed = match parser.parse(&rbuf[pos..end]) {
                 Ok(p) => p,
                 Err(e) => {
-                    resolve(shard, &mut pend, &mut out).await;
+                    if pend.active {
+                        Box::pin(resolve(shard, &mut pend, &mut out)).await;
+                    }
                     out.extend_from_slice(b"-ERR ");
                     out.extend_from_slice(e.to_string().as_bytes());
                     out.extend_from_slice(b"\r\n");
@@ -291,23 +307,32 @@ async fn run(
                     pend.segs.push(Seg::Remote(s, pend.batches[s].len() - 1));
                 }
                 Route::Multi => {
-                    resolve(shard, &mut pend, &mut out).await;
-                    multi::run(shard, session, &args, &mut out).await;
+                    if pend.active {
+                        Box::pin(resolve(shard, &mut pend, &mut out)).await;
+                    }
+                    // Boxed: rare, and its state would otherwise enlarge every idle connection.
+                    Box::pin(multi::run(shard, session, &args, &mut out)).await;
                 }
                 Route::Special => {
-                    resolve(shard, &mut pend, &mut out).await;
-                    if special::run(shard, session, entry, &args, &mut out).await {
+                    if pend.active {
+                        Box::pin(resolve(shard, &mut pend, &mut out)).await;
+                    }
+                    if Box::pin(special::run(shard, session, entry, &args, &mut out)).await {
                         flow = Flow::Close;
                         break;
                     }
                 }
             }
             if out.len() + pend.local.len() >= FLUSH_AT || pend.segs.len() >= REMOTE_AT {
-                resolve(shard, &mut pend, &mut out).await;
+                if pend.active {
+                    Box::pin(resolve(shard, &mut pend, &mut out)).await;
+                }
                 write_out(stream, &mut out, shard).await?;
             }
         }
-        resolve(shard, &mut pend, &mut out).await;
+        if pend.active {
+            Box::pin(resolve(shard, &mut pend, &mut out)).await;
+        }
         write_out(stream, &mut out, shard).await?;
         if flow == Flow::Close {
             return Ok(());
@@ -322,36 +347,56 @@ async fn run(
 }
 
 /// Reads what the socket holds into `buf`, waiting for readiness when it holds nothing.
+async fn read(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        if let Some(n) = try_read(stream, buf)? {
+            return Ok(n);
+        }
+    }
+}
+
+/// Like [`read`] for a client holding no buffer: one is taken from the shard's pool only once
+/// there is something to read into it, and goes back if the readiness was stale.
+async fn read_idle(
+    shard: &Shard,
+    stream: &TcpStream,
+    rbuf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        *rbuf = shard.bufs.borrow_mut().take_read();
+        match try_read(stream, rbuf) {
+            Ok(Some(n)) => return Ok(n),
+            Ok(None) => shard.bufs.borrow_mut().put_read(std::mem::take(rbuf)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One `recv` into `buf`: `Some(n)` bytes (0 at end of stream), `None` if there was nothing.
 ///
 /// One `recv` per batch, as Redis does: a read that leaves room in `buf` drained the socket's
 /// queue, so the readiness it consumed is cleared then and there rather than found out by a
 /// second `recv` failing with EAGAIN. (Readiness that arrives meanwhile is not lost: tokio
 /// clears only the readiness it observed before the call.)
-async fn read(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+fn try_read(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
     let sock = socket2::SockRef::from(stream);
-    loop {
-        stream.readable().await?;
-        let mut got = 0usize;
-        let r = stream.try_io(Interest::READABLE, || {
-            // The socket is non-blocking: an empty queue is `WouldBlock`.
-            let n = (&*sock).read(buf)?;
-            got = n;
-            if got > 0 && got < buf.len() {
-                // Drained: report "would block" so the readiness is cleared; `got` holds the data.
-                return Err(std::io::ErrorKind::WouldBlock.into());
-            }
-            Ok(())
-        });
-        match r {
-            Ok(()) => return Ok(got),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                if got > 0 {
-                    return Ok(got);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+    let mut got = 0usize;
+    let r = stream.try_io(Interest::READABLE, || {
+        // The socket is non-blocking: an empty queue is `WouldBlock`.
+        got = (&*sock).read(buf)?;
+        if got > 0 && got < buf.len() {
+            // Drained: report "would block" so the readiness is cleared; `got` holds the data.
+            return Err(std::io::ErrorKind::WouldBlock.into());
         }
+        Ok(())
+    });
+    match r {
+        Ok(()) => Ok(Some(got)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok((got > 0).then_some(got)),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
