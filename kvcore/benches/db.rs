@@ -18,7 +18,7 @@ fn filled() -> Db {
     db
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 100, sample_size = 1000)]
 fn get_hit_1m(bencher: divan::Bencher) {
     let mut db = filled();
     let mut s = Session {
@@ -38,7 +38,7 @@ fn get_hit_1m(bencher: divan::Bencher) {
     });
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 100, sample_size = 1000)]
 fn set_existing_1m(bencher: divan::Bencher) {
     let mut db = filled();
     let mut s = Session {
@@ -59,7 +59,7 @@ fn set_existing_1m(bencher: divan::Bencher) {
     });
 }
 
-#[divan::bench]
+#[divan::bench(sample_count = 100, sample_size = 1000)]
 fn set_new_keys(bencher: divan::Bencher) {
     let mut db = Db::new();
     let mut s = Session {
