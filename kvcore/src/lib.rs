@@ -5,7 +5,9 @@
 //! - [`dict`]: the keyspace hash map, with progressive rehash and a SCAN cursor that survives
 //!   resizing.
 //! - [`keyspace`]: one logical database — keys, values, deadlines, lazy and active expiry.
-//! - [`value`]: stored values and their encodings (`int`, `embstr`, `raw` ...).
+//! - [`value`]: stored values and their encodings (`int`, `embstr`, `raw`, `listpack` ...).
+//! - [`zset`]: sorted sets (listpack and hash table + order-statistic B+tree); [`geo`]: geohash
+//!   math for the geo commands.
 //! - [`db`]: [`Db`], the store: 16 databases, clock, config, stats, dispatch and typed API.
 //! - [`commands`]: the command table, one file per family, each ending in its rows.
 //! - [`config`], [`clock`], [`error`], [`glob`], [`num`]: the small pieces they share.
@@ -25,10 +27,12 @@ pub mod commands;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod geo;
 pub mod glob;
 pub mod keyspace;
 pub mod num;
 pub mod value;
+pub mod zset;
 
 pub use clock::Clock;
 pub use commands::keys_api::ExpireFlags;

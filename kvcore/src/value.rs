@@ -5,6 +5,7 @@
 //! `raw` when longer or once modified in place by APPEND or SETRANGE.
 
 use crate::num;
+use crate::zset::ZSet;
 
 /// Longest string Redis stores with the `embstr` encoding.
 pub const EMBSTR_MAX: usize = 44;
@@ -18,6 +19,8 @@ pub enum Value {
     Str(Box<[u8]>),
     /// A string modified in place (APPEND, SETRANGE): always `raw`, grows amortized.
     Raw(Vec<u8>),
+    /// A sorted set (`listpack` or `skiplist`).
+    ZSet(ZSet),
 }
 
 /// The kind of value, as `TYPE` names it.
@@ -25,6 +28,8 @@ pub enum Value {
 pub enum ValueType {
     /// `string`
     String,
+    /// `zset`
+    ZSet,
 }
 
 impl ValueType {
@@ -32,13 +37,19 @@ impl ValueType {
     pub fn name(self) -> &'static str {
         match self {
             ValueType::String => "string",
+            ValueType::ZSet => "zset",
         }
     }
 
     /// Parses a `SCAN ... TYPE name` argument (case-insensitive).
     pub fn from_name(name: &[u8]) -> Option<ValueType> {
-        name.eq_ignore_ascii_case(b"string")
-            .then_some(ValueType::String)
+        if name.eq_ignore_ascii_case(b"string") {
+            Some(ValueType::String)
+        } else if name.eq_ignore_ascii_case(b"zset") {
+            Some(ValueType::ZSet)
+        } else {
+            None
+        }
     }
 }
 
@@ -57,6 +68,7 @@ impl Value {
     pub fn value_type(&self) -> ValueType {
         match self {
             Value::Int(_) | Value::Str(_) | Value::Raw(_) => ValueType::String,
+            Value::ZSet(_) => ValueType::ZSet,
         }
     }
 
@@ -66,6 +78,7 @@ impl Value {
             Value::Int(_) => "int",
             Value::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
             Value::Str(_) | Value::Raw(_) => "raw",
+            Value::ZSet(z) => z.encoding(),
         }
     }
 
@@ -76,6 +89,7 @@ impl Value {
             Value::Int(i) => Some(num::fmt_i64(*i, buf)),
             Value::Str(b) => Some(b),
             Value::Raw(v) => Some(v),
+            Value::ZSet(_) => None,
         }
     }
 
@@ -85,6 +99,7 @@ impl Value {
             Value::Int(i) => Some(int_len(*i)),
             Value::Str(b) => Some(b.len()),
             Value::Raw(v) => Some(v.len()),
+            Value::ZSet(_) => None,
         }
     }
 
@@ -94,6 +109,7 @@ impl Value {
             Value::Int(i) => *self = Value::Raw(itoa::Buffer::new().format(*i).as_bytes().to_vec()),
             Value::Str(b) => *self = Value::Raw(std::mem::take(b).into_vec()),
             Value::Raw(_) => {}
+            Value::ZSet(_) => return None,
         }
         match self {
             Value::Raw(v) => Some(v),
@@ -107,6 +123,7 @@ impl Value {
             Value::Int(_) => 0,
             Value::Str(b) => b.len(),
             Value::Raw(v) => v.capacity(),
+            Value::ZSet(z) => z.heap_bytes(),
         }
     }
 }

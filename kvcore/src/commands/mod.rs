@@ -8,9 +8,13 @@
 
 pub(crate) mod args;
 mod connection;
+mod geo;
 pub(crate) mod keys;
+mod keyspec;
 mod server;
+mod sources;
 mod strings;
+mod zset;
 
 /// Typed options of the string commands.
 pub mod strings_api {
@@ -19,6 +23,10 @@ pub mod strings_api {
 /// Typed options of the key commands.
 pub mod keys_api {
     pub use super::keys::{parse_scan, ExpireFlags, ScanArgs};
+}
+/// Typed options of the sorted-set commands.
+pub mod zset_api {
+    pub use super::zset::{ZaddError, ZaddFlags, ZaddOutcome, ZADD_NAN};
 }
 /// INFO over several shards.
 pub mod server_api {
@@ -167,6 +175,8 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(strings::COMMANDS)
         .chain(keys::COMMANDS)
         .chain(server::COMMANDS)
+        .chain(zset::COMMANDS)
+        .chain(geo::COMMANDS)
 }
 
 struct Table {
@@ -285,28 +295,51 @@ mod tests {
                 .get(spec.name)
                 .unwrap_or_else(|| panic!("{} is not a Redis command", spec.name));
             assert_eq!(spec.arity.to_string(), f[1], "arity of {}", spec.name);
-            let want_keys = (
-                f[3].parse::<i32>().unwrap(),
-                f[4].parse::<i32>().unwrap(),
-                f[5].parse::<i32>().unwrap(),
-            );
-            // The facts give the first key spec only; these commands have a second one (the
-            // destination), which our legacy range covers too.
-            let two_specs = ["rename", "renamenx", "copy"].contains(&spec.name);
-            if two_specs {
+            // `keynum`: keys follow a count (ZUNION numkeys ...): Redis's legacy range is empty
+            // and the command has movable keys.
+            if f[4] == "keynum" {
                 assert_eq!(
                     (spec.first_key, spec.last_key, spec.key_step),
-                    (1, 2, 1),
+                    (0, 0, 0),
                     "keys of {}",
+                    spec.name
+                );
+                assert!(
+                    spec.has(flags::MOVABLE_KEYS),
+                    "{} has movable keys",
                     spec.name
                 );
             } else {
-                assert_eq!(
-                    (spec.first_key, spec.last_key, spec.key_step),
-                    want_keys,
-                    "keys of {}",
-                    spec.name
+                let want_keys = (
+                    f[3].parse::<i32>().unwrap(),
+                    f[4].parse::<i32>().unwrap(),
+                    f[5].parse::<i32>().unwrap(),
                 );
+                // The facts give the first key spec only; these commands have a second one (the
+                // destination or source), which our legacy range covers too.
+                let two_specs = [
+                    "rename",
+                    "renamenx",
+                    "copy",
+                    "zrangestore",
+                    "geosearchstore",
+                ]
+                .contains(&spec.name);
+                if two_specs {
+                    assert_eq!(
+                        (spec.first_key, spec.last_key, spec.key_step),
+                        (1, 2, 1),
+                        "keys of {}",
+                        spec.name
+                    );
+                } else {
+                    assert_eq!(
+                        (spec.first_key, spec.last_key, spec.key_step),
+                        want_keys,
+                        "keys of {}",
+                        spec.name
+                    );
+                }
             }
             for (bit, name) in flags::NAMES {
                 if *bit == flags::MOVABLE_KEYS {

@@ -175,6 +175,7 @@ impl Db {
                         crate::num::parse_i64(b).ok_or(OpError::NotInteger)?
                     }
                     Value::Str(_) | Value::Raw(_) => return Err(OpError::NotInteger),
+                    Value::ZSet(_) => return Err(OpError::WrongType),
                 };
                 let new = cur.checked_add(by).ok_or(OpError::Overflow)?;
                 *v = Value::Int(new);
@@ -291,6 +292,7 @@ fn write_value(w: &mut ReplyWriter<'_>, v: &Value) -> OpResult<()> {
         Value::Int(i) => w.bulk_int(*i),
         Value::Str(b) => w.bulk(b),
         Value::Raw(b) => w.bulk(b),
+        Value::ZSet(_) => return Err(OpError::WrongType),
     }
     Ok(())
 }

@@ -1,0 +1,3 @@
+//! Geo commands (placeholder while building).
+use super::CommandSpec;
+pub(super) static COMMANDS: &[CommandSpec] = &[];

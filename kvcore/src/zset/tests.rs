@@ -1,0 +1,1 @@
+//! Property tests of [`ZSet`] against a model, under both encodings.
