@@ -79,7 +79,7 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     if shard.n == 1 {
         return Route::Local(Some(spec));
     }
-    let keys = route::key_positions(spec, args);
+    let keys = spec.key_positions(args);
     let Some(&first) = keys.first() else {
         return Route::Local(Some(spec));
     };

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_util::future::join_all;
-use kvcore::commands::{self, flags};
+use kvcore::commands::{self, flags, CommandSpec};
 use kvcore::resp::ReplyWriter;
+use kvcore::value::Value;
 use kvcore::{Session, SetOptions};
 
 use crate::locks::LockKey;
@@ -170,6 +171,11 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
             w.int(counts.iter().sum::<usize>() as i64);
         }
         "rename" | "renamenx" | "copy" => move_key(shard, session, spec.name, args, &mut w).await,
+        "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
+        | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard" => {
+            with_sources(shard, session, spec, args, w.out).await
+        }
+        "zmpop" => zmpop(shard, session, spec, args, w.out).await,
         _ => w.error(b"CROSSSLOT Keys in request don't hash to the same slot"),
     }
 }
@@ -291,4 +297,109 @@ async fn move_key(
         Ok(_) if name == "rename" => w.ok(),
         Ok(v) => w.int(v),
     }
+}
+
+/// A command reading keys of several shards and writing at most one (ZUNIONSTORE,
+/// ZRANGESTORE, GEOSEARCHSTORE, GEORADIUS ... STORE, and the pure reads ZUNION, ZINTERCARD
+/// ...): with every key locked, copies of the sources travel to the shard owning the
+/// destination (this one, for a pure read) and the command runs there on them, so no other
+/// client sees the sources change under it or the destination half-written.
+async fn with_sources(
+    shard: &Rc<Shard>,
+    session: &Session,
+    spec: &'static CommandSpec,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    let (db, n) = (session.db, shard.n);
+    let positions = spec.key_positions(args);
+    let dest = spec.written_key_positions(args).first().copied();
+    let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
+    let write = dest.is_some();
+    lock_all(shard, db, &all, write).await;
+    let sources = plan(
+        n,
+        positions
+            .iter()
+            .filter(|&&i| Some(i) != dest)
+            .map(|&i| args[i].to_vec()),
+    );
+    let fetched = on_each(shard, &sources, move |sh, keys| {
+        let mut d = sh.db.borrow_mut();
+        keys.into_iter()
+            .map(|k| {
+                let v = d.dump_in(db, &k).map(|(v, _deadline)| v);
+                (k, v)
+            })
+            .collect::<Vec<(Vec<u8>, Option<Value>)>>()
+    })
+    .await;
+    let values: Vec<(Vec<u8>, Option<Value>)> = fetched.into_iter().flatten().collect();
+    let target = dest.map_or(shard.id, |i| route::shard_of(args[i], n));
+    let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    let proto = session.proto;
+    let reply = shard
+        .call(target, move |sh: &Shard| {
+            let mut d = sh.db.borrow_mut();
+            d.refresh_clock();
+            let mut s = Session {
+                db,
+                proto,
+                authenticated: true,
+                ..Session::default()
+            };
+            let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+            let mut out = Vec::new();
+            d.dispatch_with_sources(&mut s, &refs, values, &mut out);
+            out
+        })
+        .await;
+    unlock_all(shard, db, &all, write).await;
+    out.extend_from_slice(&reply);
+}
+
+/// ZMPOP over keys of several shards: with every key locked, pops from the first key (in
+/// argument order) that holds members, as Redis does, by running the one-key form on the
+/// shard owning each key in turn until one answers with members (or an error).
+async fn zmpop(
+    shard: &Rc<Shard>,
+    session: &Session,
+    spec: &'static CommandSpec,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    let (db, n) = (session.db, shard.n);
+    let positions = spec.key_positions(args);
+    let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
+    lock_all(shard, db, &all, true).await;
+    let after_keys = positions.last().map_or(args.len(), |&l| l + 1);
+    let tail: Vec<Vec<u8>> = args[after_keys..].iter().map(|a| a.to_vec()).collect();
+    let proto = session.proto;
+    let mut reply = Vec::new();
+    for &i in &positions {
+        let (key, tail, name) = (args[i].to_vec(), tail.clone(), args[0].to_vec());
+        reply = shard
+            .call(route::shard_of(&key, n), move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                let mut s = Session {
+                    db,
+                    proto,
+                    authenticated: true,
+                    ..Session::default()
+                };
+                let mut a: Vec<&[u8]> = vec![&name, b"1", &key];
+                a.extend(tail.iter().map(Vec::as_slice));
+                let mut out = Vec::new();
+                d.dispatch(&mut s, &a, &mut out);
+                out
+            })
+            .await;
+        // A null reply: this key holds nothing, try the next.
+        if reply != b"*-1\r\n" && reply != b"_\r\n" {
+            break;
+        }
+    }
+    unlock_all(shard, db, &all, true).await;
+    out.extend_from_slice(&reply);
 }

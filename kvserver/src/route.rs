@@ -3,9 +3,6 @@
 //! The slot is CRC16 (XMODEM) of the key, or of its `{hash tag}` when it has a non-empty one,
 //! modulo 16384. Shards own contiguous slot ranges, so the same numbers serve CLUSTER SLOTS later.
 
-use kvcore::commands::{flags, CommandSpec};
-use smallvec::SmallVec;
-
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
 
 /// Number of hash slots.
@@ -36,19 +33,6 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
     } else {
         slot(key) * n / SLOTS
     }
-}
-
-/// Indices of the key arguments of a call.
-pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 4]> {
-    if spec.has(flags::MOVABLE_KEYS) {
-        // OBJECT <sub> key, MEMORY USAGE key: the key is the third argument.
-        return if args.len() >= 3 {
-            SmallVec::from_slice(&[2])
-        } else {
-            SmallVec::new()
-        };
-    }
-    spec.key_indices(args.len()).collect()
 }
 
 #[cfg(test)]

@@ -28,7 +28,6 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use crate::global::Global;
 use crate::locks::{LockKey, LockTable};
-use crate::route;
 
 /// A value returned by a job on another shard.
 pub type Payload = Box<dyn Any + Send>;
@@ -314,7 +313,8 @@ impl Shard {
         if !spec.arity_ok(args.len()) {
             return None;
         }
-        let keys: Vec<LockKey> = route::key_positions(spec, args)
+        let keys: Vec<LockKey> = spec
+            .key_positions(args)
             .into_iter()
             .map(|i| (db, args[i].to_vec()))
             .collect();

@@ -5,3 +5,4 @@ mod basics;
 mod limits;
 mod multishard;
 mod support;
+mod zsets;
