@@ -186,9 +186,15 @@ struct Table {
 
 const MAX_NAME: usize = 32;
 
-fn name_hash(lower: &[u8]) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x6b76_636f_7265).hash_one(lower)
+/// A hash of a command name that ignores ASCII case, computed straight from the client's bytes
+/// (no lowercase copy). `b | 0x20` folds letters only; other bytes that fold together merely
+/// collide, and [`lookup`] compares names exactly (ignoring case) anyway.
+fn name_hash(name: &[u8]) -> u64 {
+    let mut h = name.len() as u64;
+    for &b in name {
+        h = (h.rotate_left(5) ^ u64::from(b | 0x20)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    h
 }
 
 fn table() -> &'static Table {
@@ -211,14 +217,11 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
     if name.len() > MAX_NAME {
         return None;
     }
-    let mut buf = [0u8; MAX_NAME];
-    let lower = &mut buf[..name.len()];
-    lower.copy_from_slice(name);
-    lower.make_ascii_lowercase();
     let t = table();
-    let lower: &[u8] = lower;
     t.index
-        .find(name_hash(lower), |&i| t.specs[i].name.as_bytes() == lower)
+        .find(name_hash(name), |&i| {
+            t.specs[i].name.as_bytes().eq_ignore_ascii_case(name)
+        })
         .map(|&i| t.specs[i])
 }
 
