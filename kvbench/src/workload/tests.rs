@@ -1,0 +1,2 @@
+//! Tests of the workload generators.
+use super::*;
