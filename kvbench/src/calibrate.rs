@@ -61,30 +61,61 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         ..Load::default()
     };
     let spec = args.load.resolve(&defaults)?;
-    if spec.threads != 1 || !spec.tests.iter().all(|t| crate::workload::TESTS.contains(&t.as_str())) || spec.rate.is_some() || spec.requests.is_none() {
-        return Err("calibrate compares single tests with -n requests, one client thread, closed loop".into());
+    if spec.threads != 1
+        || !spec
+            .tests
+            .iter()
+            .all(|t| crate::workload::TESTS.contains(&t.as_str()))
+        || spec.rate.is_some()
+        || spec.requests.is_none()
+    {
+        return Err(
+            "calibrate compares single tests with -n requests, one client thread, closed loop"
+                .into(),
+        );
     }
     let n = spec.requests.unwrap_or(1);
     let rb = match &args.redis_benchmark {
         Some(p) => p.clone(),
-        None => which("redis-benchmark").ok_or("redis-benchmark not found (apt-get install redis-tools)")?,
+        None => which("redis-benchmark")
+            .ok_or("redis-benchmark not found (apt-get install redis-tools)")?,
     };
     let redis = match &args.redis_server {
         Some(p) => p.clone(),
-        None => which("redis-server").ok_or("redis-server not found (apt-get install redis-server)")?,
+        None => {
+            which("redis-server").ok_or("redis-server not found (apt-get install redis-server)")?
+        }
     };
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
-    let cmd: Vec<String> = [&*redis.to_string_lossy(), "--port", "{PORT}", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let cmd: Vec<String> = [
+        &*redis.to_string_lossy(),
+        "--port",
+        "{PORT}",
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let server = Server::start("redis-calibrate", &cmd, &args.server_cpus, &args.out)?;
-    let load_cpus = spec.load_cpus.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    let load_cpus = spec
+        .load_cpus
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
     println!(
         "calibrate: redis-server on CPUs {}, load on CPUs {load_cpus}: -c {} -P {} -d {} -n {n} -r {}",
         args.server_cpus, spec.clients, spec.pipeline, spec.data_size, spec.keyspace
     );
-    println!("  {:<10} {:<16} {:>12} {:>14} {:>14}", "test", "tool", "ops/s", "client µs/req", "server µs/req");
+    println!(
+        "  {:<10} {:<16} {:>12} {:>14} {:>14}",
+        "test", "tool", "ops/s", "client µs/req", "server µs/req"
+    );
     let mut report = Vec::new();
     let mut errors = 0;
     for (wl, test) in spec.workloads.iter().zip(&spec.tests) {
@@ -106,9 +137,14 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
                 }
             }
         }
-        let med = |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+        let med =
+            |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
         let row = |tool: &str, v: &[Sample]| {
-            let (o, c, s) = (med(v, |x| x.ops), med(v, |x| x.client_us), med(v, |x| x.server_us));
+            let (o, c, s) = (
+                med(v, |x| x.ops),
+                med(v, |x| x.client_us),
+                med(v, |x| x.server_us),
+            );
             println!("  {test:<10} {tool:<16} {o:>12.0} {c:>14.3} {s:>14.3}");
             (o, c, s)
         };
@@ -125,16 +161,26 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         }));
     }
     let path = args.out.join("calibrate.json");
-    crate::write_json(&path, &serde_json::json!({
-        "clients": spec.clients, "pipeline": spec.pipeline, "data_size": spec.data_size,
-        "requests": n, "keyspace": spec.keyspace, "tests": report,
-    }))?;
+    crate::write_json(
+        &path,
+        &serde_json::json!({
+            "clients": spec.clients, "pipeline": spec.pipeline, "data_size": spec.data_size,
+            "requests": n, "keyspace": spec.keyspace, "tests": report,
+        }),
+    )?;
     println!("wrote {}", path.display());
     Ok(i32::from(errors > 0))
 }
 
 /// One redis-benchmark run of `test`; its rps from `--csv`, its CPU from rusage.
-fn redis_benchmark(rb: &PathBuf, spec: &crate::cli::Spec, cpus: &str, test: &str, server: &Server, n: u64) -> Result<Sample, String> {
+fn redis_benchmark(
+    rb: &PathBuf,
+    spec: &crate::cli::Spec,
+    cpus: &str,
+    test: &str,
+    server: &Server,
+    n: u64,
+) -> Result<Sample, String> {
     let name = if test == "ping" { "ping_mbulk" } else { test };
     let s0 = server.cpu_secs();
     let c0 = sys::children_cpu_secs();
@@ -142,7 +188,12 @@ fn redis_benchmark(rb: &PathBuf, spec: &crate::cli::Spec, cpus: &str, test: &str
         .args(["-c", cpus])
         .arg(rb)
         .args(["-h", "127.0.0.1", "-p", &server.addr.port().to_string()])
-        .args(["-c", &spec.clients.to_string(), "-P", &spec.pipeline.to_string()])
+        .args([
+            "-c",
+            &spec.clients.to_string(),
+            "-P",
+            &spec.pipeline.to_string(),
+        ])
         .args(["-d", &spec.data_size.to_string(), "-n", &n.to_string()])
         .args(["-r", &spec.keyspace.to_string(), "-t", name, "--csv"])
         .stdin(Stdio::null())
@@ -152,7 +203,11 @@ fn redis_benchmark(rb: &PathBuf, spec: &crate::cli::Spec, cpus: &str, test: &str
     let server_cpu = server.cpu_secs() - s0;
     let text = String::from_utf8_lossy(&out.stdout);
     let ops = parse_csv_rps(&text).ok_or_else(|| {
-        format!("redis-benchmark printed no result: {} {}", text.trim(), String::from_utf8_lossy(&out.stderr).trim())
+        format!(
+            "redis-benchmark printed no result: {} {}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
     })?;
     Ok(Sample {
         ops,

@@ -51,9 +51,14 @@ pub fn write(path: &Path, title: &str, doc: &serde_json::Value) -> Result<(), Bo
     let data = bars(doc);
     let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
     root.fill(&WHITE)?;
-    let root = root.titled(&format!("kvbench compare --preset {title}"), ("sans-serif", 22))?;
+    let root = root.titled(
+        &format!("kvbench compare --preset {title}"),
+        ("sans-serif", 22),
+    )?;
     let (left, right) = root.split_horizontally(550);
-    panel(&left, "throughput, ops/s (higher is better)", &data, |b| b.1)?;
+    panel(&left, "throughput, ops/s (higher is better)", &data, |b| {
+        b.1
+    })?;
     panel(&right, "p99 latency, ms (lower is better)", &data, |b| b.2)?;
     root.present()?;
     Ok(())
@@ -82,7 +87,9 @@ fn panel(
     let label = |x: &f64| {
         let i = x.floor();
         if (x - i - 0.5).abs() < 1e-6 {
-            names.get(i as usize).map_or(String::new(), |s| s.to_string())
+            names
+                .get(i as usize)
+                .map_or(String::new(), |s| s.to_string())
         } else {
             String::new()
         }
@@ -104,7 +111,10 @@ fn panel(
         let rects = data.iter().enumerate().filter_map(move |(i, w)| {
             let v = w.1.get(k).map(value)?;
             let x0 = i as f64 + 0.1 + k as f64 * width;
-            Some(Rectangle::new([(x0, 0.0), (x0 + width * 0.9, v)], color.filled()))
+            Some(Rectangle::new(
+                [(x0, 0.0), (x0 + width * 0.9, v)],
+                color.filled(),
+            ))
         });
         chart
             .draw_series(rects)?

@@ -139,7 +139,10 @@ impl Load {
             test_time: test_time.unwrap_or(0.0),
             data_size,
             keyspace,
-            dist: self.key_dist.or(preset.key_dist).unwrap_or(KeyDist::Uniform),
+            dist: self
+                .key_dist
+                .or(preset.key_dist)
+                .unwrap_or(KeyDist::Uniform),
             workloads,
             tests,
             warmup,
@@ -153,7 +156,11 @@ impl Load {
     }
 
     /// A custom command wins over a ratio, which wins over a test list.
-    fn workloads(&self, preset: &Load, size: usize) -> Result<(Vec<Workload>, Vec<String>), String> {
+    fn workloads(
+        &self,
+        preset: &Load,
+        size: usize,
+    ) -> Result<(Vec<Workload>, Vec<String>), String> {
         if let Some(line) = &self.command {
             let w = Workload::single(Template::custom(line, size)?);
             return Ok((vec![w.clone()], vec![w.name]));

@@ -113,7 +113,8 @@ pub fn main(args: CompareArgs) -> Result<i32, String> {
                 ctl.supports(&refs).unwrap_or(false)
             });
             if supported {
-                ctl.ok(&[b"FLUSHALL"]).map_err(|e| format!("{}: FLUSHALL: {e}", s.name))?;
+                ctl.ok(&[b"FLUSHALL"])
+                    .map_err(|e| format!("{}: FLUSHALL: {e}", s.name))?;
                 prefill(&spec, s.addr, None, test).map_err(|e| format!("{}: {e}", s.name))?;
             }
             rows.push(ServerRow::new(&s.name, supported));
@@ -128,7 +129,9 @@ pub fn main(args: CompareArgs) -> Result<i32, String> {
                 let cfg = config(&spec, s.addr, None);
                 let r = measure(&cfg, wl, Some(s.pid)).map_err(|e| format!("{}: {e}", s.name))?;
                 rows[i].ops_per_sec_rounds.push(r.all.ops_per_sec);
-                rows[i].cpu_us_rounds.push(r.server_cpu_us_per_req.unwrap_or(0.0));
+                rows[i]
+                    .cpu_us_rounds
+                    .push(r.server_cpu_us_per_req.unwrap_or(0.0));
                 rows[i].rounds.push(r);
             }
         }
@@ -179,7 +182,8 @@ impl ServerRow {
         self.ops_per_sec = median(&self.ops_per_sec_rounds);
         self.cpu_us_per_req = median(&self.cpu_us_rounds);
         self.errors = self.rounds.iter().map(|r| r.all.errors).sum();
-        let p = |f: fn(&WorkloadResult) -> f64| median(&self.rounds.iter().map(f).collect::<Vec<_>>());
+        let p =
+            |f: fn(&WorkloadResult) -> f64| median(&self.rounds.iter().map(f).collect::<Vec<_>>());
         self.p50_ms = p(|r| r.all.p50_ms);
         self.p95_ms = p(|r| r.all.p95_ms);
         self.p99_ms = p(|r| r.all.p99_ms);
@@ -205,7 +209,11 @@ fn ratios(rows: &[ServerRow]) -> Vec<Ratio> {
         .filter(|o| o.supported && ours.supported)
         .map(|o| {
             let per = |a: &[f64], b: &[f64]| -> Vec<f64> {
-                a.iter().zip(b).filter(|(_, y)| **y > 0.0).map(|(x, y)| x / y).collect()
+                a.iter()
+                    .zip(b)
+                    .filter(|(_, y)| **y > 0.0)
+                    .map(|(x, y)| x / y)
+                    .collect()
             };
             Ratio {
                 other: o.server.clone(),
@@ -224,11 +232,21 @@ fn print_table(name: &str, rows: &[ServerRow], ratios: &[Ratio]) {
             println!("  {:<10} unsupported (unknown command): skipped", r.server);
             continue;
         }
-        let mib = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
+        let mib =
+            |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1048576.0));
         println!(
             "  {:<10}{:>13.0} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8} {:>11.3} {:>9} {:>9}",
-            r.server, r.ops_per_sec, r.p50_ms, r.p95_ms, r.p99_ms, r.p999_ms, r.max_ms, r.errors,
-            r.cpu_us_per_req, mib(r.rss_bytes), mib(r.used_memory)
+            r.server,
+            r.ops_per_sec,
+            r.p50_ms,
+            r.p95_ms,
+            r.p99_ms,
+            r.p999_ms,
+            r.max_ms,
+            r.errors,
+            r.cpu_us_per_req,
+            mib(r.rss_bytes),
+            mib(r.used_memory)
         );
         for rd in &r.rounds {
             if let Some(e) = &rd.all.first_error {
@@ -272,7 +290,13 @@ fn start_servers(args: &CompareArgs, ncpus: usize) -> Result<Vec<Server>, String
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let mut specs = vec![(
         "kvserver".to_string(),
-        s(&[&ours.to_string_lossy(), "--port", "{PORT}", "--threads", &ncpus.to_string()]),
+        s(&[
+            &ours.to_string_lossy(),
+            "--port",
+            "{PORT}",
+            "--threads",
+            &ncpus.to_string(),
+        ]),
     )];
     if !args.no_redis {
         let redis = match &args.redis_server {
@@ -282,14 +306,27 @@ fn start_servers(args: &CompareArgs, ncpus: usize) -> Result<Vec<Server>, String
         };
         specs.push((
             "redis".to_string(),
-            s(&[&redis.to_string_lossy(), "--port", "{PORT}", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]),
+            s(&[
+                &redis.to_string_lossy(),
+                "--port",
+                "{PORT}",
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ]),
         ));
     }
     for extra in &args.servers {
         let (name, cmd) = extra
             .split_once('=')
             .ok_or_else(|| format!("--server wants NAME=COMMAND, got '{extra}'"))?;
-        specs.push((name.to_string(), cmd.split_whitespace().map(String::from).collect()));
+        specs.push((
+            name.to_string(),
+            cmd.split_whitespace().map(String::from).collect(),
+        ));
     }
     let mut started = Vec::new();
     for (name, cmd) in specs {
@@ -303,12 +340,19 @@ fn memory(spec: &Spec, servers: &[Server], out: &Path, label: &str) -> Result<i3
     let n = spec.requests.unwrap_or(1_000_000);
     let wl = &spec.workloads[0];
     let mut rows = Vec::new();
-    println!("memory: {n} SETs of {} B values (keys key:000000000000 ...)", spec.data_size);
-    println!("  {:<10} {:>14} {:>14} {:>14} {:>14}", "server", "used B/key", "RSS B/key", "used MiB", "RSS MiB");
+    println!(
+        "memory: {n} SETs of {} B values (keys key:000000000000 ...)",
+        spec.data_size
+    );
+    println!(
+        "  {:<10} {:>14} {:>14} {:>14} {:>14}",
+        "server", "used B/key", "RSS B/key", "used MiB", "RSS MiB"
+    );
     let mut errors = 0;
     for s in servers {
         let mut ctl = s.ctl().map_err(|e| format!("{}: {e}", s.name))?;
-        ctl.ok(&[b"FLUSHALL"]).map_err(|e| format!("{}: {e}", s.name))?;
+        ctl.ok(&[b"FLUSHALL"])
+            .map_err(|e| format!("{}: {e}", s.name))?;
         let used0 = ctl.used_memory().unwrap_or(0);
         let rss0 = s.rss().unwrap_or(0);
         let mut cfg = config(spec, s.addr, None);
@@ -322,8 +366,11 @@ fn memory(spec: &Spec, servers: &[Server], out: &Path, label: &str) -> Result<i3
         let per = |a: u64, b: u64| b.saturating_sub(a) as f64 / n as f64;
         println!(
             "  {:<10} {:>14.1} {:>14.1} {:>14.1} {:>14.1}",
-            s.name, per(used0, used1), per(rss0, rss1),
-            used1 as f64 / 1048576.0, rss1 as f64 / 1048576.0
+            s.name,
+            per(used0, used1),
+            per(rss0, rss1),
+            used1 as f64 / 1048576.0,
+            rss1 as f64 / 1048576.0
         );
         rows.push(serde_json::json!({
             "server": s.name, "keys": n, "used_memory_before": used0, "used_memory_after": used1,
@@ -332,7 +379,10 @@ fn memory(spec: &Spec, servers: &[Server], out: &Path, label: &str) -> Result<i3
         }));
     }
     let json = out.join(format!("compare-{label}.json"));
-    crate::write_json(&json, &serde_json::json!({ "preset": label, "data_size": spec.data_size, "servers": rows }))?;
+    crate::write_json(
+        &json,
+        &serde_json::json!({ "preset": label, "data_size": spec.data_size, "servers": rows }),
+    )?;
     println!("wrote {}", json.display());
     Ok(i32::from(errors > 0))
 }

@@ -39,7 +39,10 @@ pub fn roundtrip(s: &mut TcpStream, args: &[&[u8]]) -> io::Result<Value> {
             ));
         }
         if buf.len() + n > MAX_REPLY {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "reply too large"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "reply too large",
+            ));
         }
         buf.extend_from_slice(&chunk[..n]);
     }

@@ -30,6 +30,8 @@ use crate::workload::{Batch, KeyDist, KeyGen, Workload};
 
 /// Batches a connection may have outstanding in open loop before it waits.
 const MAX_INFLIGHT: usize = 1024;
+/// A run fails when no reply came for this long while requests were outstanding.
+const STALL: Duration = Duration::from_secs(30);
 /// Read buffer per connection at start (grows when one reply is larger).
 const READ_BUF: usize = 64 * 1024;
 
@@ -165,6 +167,8 @@ struct Conn {
     inflight: VecDeque<Flight>,
     /// The batch being written: (index, length, bytes written).
     writing: Option<(usize, usize, usize)>,
+    /// Registered for writable events (while a write is stuck).
+    watch_write: bool,
     buf: Vec<u8>,
     len: usize,
     due: Instant,
@@ -198,13 +202,14 @@ impl<'a> Thread<'a> {
         for i in 0..nconns {
             let mut sock = connect(cfg)?;
             poll.registry()
-                .register(&mut sock, Token(i), Interest::READABLE | Interest::WRITABLE)?;
+                .register(&mut sock, Token(i), Interest::READABLE)?;
             conns.push(Conn {
                 sock,
                 batches: batches.clone(),
                 next: 0,
                 inflight: VecDeque::with_capacity(16),
                 writing: None,
+                watch_write: false,
                 buf: vec![0; READ_BUF],
                 len: 0,
                 due: Instant::now(),
@@ -269,6 +274,17 @@ impl<'a> Thread<'a> {
                 let wait = due.saturating_duration_since(now);
                 timeout = Some(timeout.map_or(wait, |t| t.min(wait)));
             }
+            // Wake at least once a second to notice a server that stopped answering.
+            let timeout =
+                Some(timeout.map_or(Duration::from_secs(1), |t| t.min(Duration::from_secs(1))));
+            if now.saturating_duration_since(last_reply) > STALL
+                && self.conns.iter().any(|c| !c.inflight.is_empty())
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no reply for {} s", STALL.as_secs()),
+                ));
+            }
             match self.poll.poll(&mut events, timeout) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -278,14 +294,14 @@ impl<'a> Thread<'a> {
             for ev in &events {
                 let i = ev.token().0;
                 if ev.is_writable() {
-                    flush(&mut self.conns[i])?;
+                    flush(&mut self.conns[i], &self.poll, i)?;
                 }
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                     let n = self.read(i, now)?;
                     if n > 0 {
                         progress.fetch_add(n, Ordering::Relaxed);
-                        last_reply = now;
                     }
+                    last_reply = now;
                 }
                 self.send(i, now, measure_from)?;
             }
@@ -340,7 +356,7 @@ impl<'a> Thread<'a> {
                 measured,
             });
             c.writing = Some((b, len, 0));
-            flush(c)?;
+            flush(c, &self.poll, i)?;
         }
         Ok(())
     }
@@ -408,14 +424,33 @@ impl<'a> Thread<'a> {
     }
 }
 
-/// Writes what is left of the connection's current batch.
-fn flush(c: &mut Conn) -> io::Result<()> {
+/// Writes what is left of the connection's current batch. Writability is
+/// watched only while a write is stuck (a full socket buffer is rare), so
+/// the usual wake-up is one readable event per batch.
+fn flush(c: &mut Conn, poll: &Poll, i: usize) -> io::Result<()> {
     while let Some((b, len, written)) = c.writing {
         match c.sock.write(&c.batches[b].bytes[written..len]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(k) if written + k == len => c.writing = None,
+            Ok(k) if written + k == len => {
+                c.writing = None;
+                if c.watch_write {
+                    c.watch_write = false;
+                    poll.registry()
+                        .reregister(&mut c.sock, Token(i), Interest::READABLE)?;
+                }
+            }
             Ok(k) => c.writing = Some((b, len, written + k)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if !c.watch_write {
+                    c.watch_write = true;
+                    poll.registry().reregister(
+                        &mut c.sock,
+                        Token(i),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )?;
+                }
+                return Ok(());
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }

@@ -123,7 +123,12 @@ pub fn measure(cfg: &Config, wl: &Workload, pid: Option<u32>) -> std::io::Result
 }
 
 /// Fills keys `0..keyspace` with the test that `test` reads, when it reads any.
-pub fn prefill(spec: &Spec, addr: SocketAddr, auth: Option<String>, test: &str) -> std::io::Result<()> {
+pub fn prefill(
+    spec: &Spec,
+    addr: SocketAddr,
+    auth: Option<String>,
+    test: &str,
+) -> std::io::Result<()> {
     let producer = if test == "set:get" {
         Some("set")
     } else {
@@ -146,7 +151,9 @@ pub fn prefill(spec: &Spec, addr: SocketAddr, auth: Option<String>, test: &str) 
     })?;
     if out.errors() > 0 {
         let first = out.total().first_error.unwrap_or_default();
-        return Err(std::io::Error::other(format!("prefill with {p} failed: {first}")));
+        return Err(std::io::Error::other(format!(
+            "prefill with {p} failed: {first}"
+        )));
     }
     Ok(())
 }

@@ -53,7 +53,9 @@ impl Counts {
     /// Adds `other`'s replies to these.
     pub fn merge(&mut self, other: &Counts) {
         // Same bounds on both sides, so adding cannot fail.
-        self.hist.add(&other.hist).expect("histograms with equal bounds");
+        self.hist
+            .add(&other.hist)
+            .expect("histograms with equal bounds");
         self.errors += other.errors;
         if self.first_error.is_none() {
             self.first_error.clone_from(&other.first_error);
@@ -116,8 +118,7 @@ pub struct Summary {
 }
 
 /// Column titles matching [`Summary::row`].
-pub const HEADER: &str =
-    "        ops/s   p50 ms   p95 ms   p99 ms p99.9 ms   max ms   errors";
+pub const HEADER: &str = "        ops/s   p50 ms   p95 ms   p99 ms p99.9 ms   max ms   errors";
 
 impl Summary {
     /// One table row: throughput, percentiles, errors.

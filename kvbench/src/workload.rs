@@ -107,8 +107,22 @@ fn expand(arg: &str) -> (Vec<u8>, Vec<(usize, Slot)>) {
 
 /// The built-in tests, named as in redis-benchmark's `-t`.
 pub const TESTS: &[&str] = &[
-    "ping", "set", "get", "incr", "lpush", "rpush", "lpop", "rpop", "hset", "sadd", "zadd",
-    "zrank", "geoadd", "geosearch", "mget", "mset",
+    "ping",
+    "set",
+    "get",
+    "incr",
+    "lpush",
+    "rpush",
+    "lpop",
+    "rpop",
+    "hset",
+    "sadd",
+    "zadd",
+    "zrank",
+    "geoadd",
+    "geosearch",
+    "mget",
+    "mset",
 ];
 
 /// The template of a built-in test.

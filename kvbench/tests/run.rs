@@ -25,7 +25,11 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn pong(port: u16) -> bool {
@@ -39,7 +43,10 @@ fn pong(port: u16) -> bool {
 
 fn start(program: &Path, args: &[&str]) -> Server {
     let port = free_port();
-    let args: Vec<String> = args.iter().map(|a| a.replace("{PORT}", &port.to_string())).collect();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.replace("{PORT}", &port.to_string()))
+        .collect();
     let child = Command::new(program)
         .args(&args)
         .stdout(Stdio::null())
@@ -49,7 +56,11 @@ fn start(program: &Path, args: &[&str]) -> Server {
     let server = Server { child, port };
     let t0 = Instant::now();
     while !pong(port) {
-        assert!(t0.elapsed() < Duration::from_secs(20), "{} did not answer PING", program.display());
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{} did not answer PING",
+            program.display()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     server
@@ -58,7 +69,16 @@ fn start(program: &Path, args: &[&str]) -> Server {
 fn redis() -> Server {
     start(
         Path::new("redis-server"),
-        &["--port", "{PORT}", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        &[
+            "--port",
+            "{PORT}",
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
     )
 }
 
@@ -70,7 +90,10 @@ fn kvserver_bin() -> PathBuf {
         return beside;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let target = Path::new(KVBENCH).parent().unwrap().join("kvbench-test-kvserver");
+    let target = Path::new(KVBENCH)
+        .parent()
+        .unwrap()
+        .join("kvbench-test-kvserver");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(root)
@@ -89,7 +112,10 @@ fn kvserver() -> Server {
 }
 
 fn kvbench(args: &[&str]) -> Output {
-    Command::new(KVBENCH).args(args).output().expect("run kvbench")
+    Command::new(KVBENCH)
+        .args(args)
+        .output()
+        .expect("run kvbench")
 }
 
 /// Runs `kvbench run` with `args` against `port`; returns the JSON report.
@@ -115,7 +141,10 @@ fn run_json(port: u16, args: &[&str]) -> Value {
 /// Every workload of `doc` served requests, without errors, and the server's CPU was measured.
 fn check_clean(doc: &Value, workloads: &[&str], min_requests: u64) {
     let results = doc["results"].as_array().unwrap();
-    let names: Vec<&str> = results.iter().map(|r| r["workload"].as_str().unwrap()).collect();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
     assert_eq!(names, workloads);
     for r in results {
         let all = &r["all"];
@@ -136,14 +165,40 @@ fn check_clean(doc: &Value, workloads: &[&str], min_requests: u64) {
 #[test]
 fn timed_run_against_redis_server() {
     let s = redis();
-    let doc = run_json(s.port, &["--test-time", "1", "-t", "set,get", "-c", "10", "-P", "8", "-r", "1000"]);
+    let doc = run_json(
+        s.port,
+        &[
+            "--test-time",
+            "1",
+            "-t",
+            "set,get",
+            "-c",
+            "10",
+            "-P",
+            "8",
+            "-r",
+            "1000",
+        ],
+    );
     check_clean(&doc, &["set", "get"], 1000);
 }
 
 #[test]
 fn timed_run_against_kvserver() {
     let s = kvserver();
-    let doc = run_json(s.port, &["--test-time", "1", "-t", "set,get,incr,mset", "-c", "10", "-P", "8"]);
+    let doc = run_json(
+        s.port,
+        &[
+            "--test-time",
+            "1",
+            "-t",
+            "set,get,incr,mset",
+            "-c",
+            "10",
+            "-P",
+            "8",
+        ],
+    );
     check_clean(&doc, &["set", "get", "incr", "mset"], 1000);
 }
 
@@ -152,12 +207,26 @@ fn open_loop_ratio_holds_its_rate() {
     let s = redis();
     let doc = run_json(
         s.port,
-        &["--ratio", "1:4", "--rate", "20000", "--test-time", "2", "-c", "4", "--key-dist", "zipf"],
+        &[
+            "--ratio",
+            "1:4",
+            "--rate",
+            "20000",
+            "--test-time",
+            "2",
+            "-c",
+            "4",
+            "--key-dist",
+            "zipf",
+        ],
     );
     check_clean(&doc, &["set:get"], 10_000);
     let r = &doc["results"][0];
     let ops = r["all"]["ops_per_sec"].as_f64().unwrap();
-    assert!((16_000.0..24_000.0).contains(&ops), "open loop at 20000/s gave {ops}");
+    assert!(
+        (16_000.0..24_000.0).contains(&ops),
+        "open loop at 20000/s gave {ops}"
+    );
     let cmds = r["commands"].as_array().unwrap();
     let sets = cmds[0]["requests"].as_f64().unwrap();
     let gets = cmds[1]["requests"].as_f64().unwrap();
@@ -168,7 +237,17 @@ fn open_loop_ratio_holds_its_rate() {
 fn error_replies_are_counted_and_fail_the_run() {
     let s = redis();
     let port = s.port.to_string();
-    let out = kvbench(&["run", "-p", &port, "-n", "300", "-c", "3", "--command", "NOSUCHCMD __rand_int__"]);
+    let out = kvbench(&[
+        "run",
+        "-p",
+        &port,
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "--command",
+        "NOSUCHCMD __rand_int__",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("300 errors in nosuchcmd"), "{stdout}");

@@ -28,8 +28,14 @@ fn defaults() {
 
 #[test]
 fn redis_benchmark_style_short_options() {
-    let s = spec(&["-c", "8", "-P", "16", "-n", "500", "-d", "3", "-r", "100", "-t", "SET,zadd"]).unwrap();
-    assert_eq!((s.clients, s.pipeline, s.data_size, s.keyspace), (8, 16, 3, 100));
+    let s = spec(&[
+        "-c", "8", "-P", "16", "-n", "500", "-d", "3", "-r", "100", "-t", "SET,zadd",
+    ])
+    .unwrap();
+    assert_eq!(
+        (s.clients, s.pipeline, s.data_size, s.keyspace),
+        (8, 16, 3, 100)
+    );
     assert_eq!(s.requests, Some(500));
     assert_eq!(s.tests, ["set", "zadd"]);
     assert_eq!(s.workloads[1].name, "zadd");
@@ -41,7 +47,10 @@ fn test_time_replaces_the_request_count() {
     assert_eq!(s.requests, None);
     assert_eq!(s.test_time, 2.5);
     // Both given: the count wins.
-    assert_eq!(spec(&["--test-time", "2", "-n", "9"]).unwrap().requests, Some(9));
+    assert_eq!(
+        spec(&["--test-time", "2", "-n", "9"]).unwrap().requests,
+        Some(9)
+    );
 }
 
 #[test]
@@ -60,7 +69,15 @@ fn ratio_makes_one_mixed_workload() {
 
 #[test]
 fn custom_command_and_open_loop() {
-    let s = spec(&["--command", "INCRBY c:__rand_int__ 2", "--rate", "5000", "--load-cpus", "1"]).unwrap();
+    let s = spec(&[
+        "--command",
+        "INCRBY c:__rand_int__ 2",
+        "--rate",
+        "5000",
+        "--load-cpus",
+        "1",
+    ])
+    .unwrap();
     assert_eq!(s.tests, ["incrby"]);
     assert_eq!(s.rate, Some(5000.0));
     assert_eq!(s.load_cpus, [1]);
@@ -98,8 +115,13 @@ fn presets_fill_only_what_was_not_given() {
     assert_eq!(m.workloads[0].name, "set:get");
     // An explicit test list replaces the preset's ratio.
     let t = T::try_parse_from(["kvbench", "-t", "get"]).unwrap();
-    assert_eq!(t.load.resolve(&Preset::Memtier.load()).unwrap().tests, ["get"]);
-    let u = Load::default().resolve(&Preset::Unpipelined.load()).unwrap();
+    assert_eq!(
+        t.load.resolve(&Preset::Memtier.load()).unwrap().tests,
+        ["get"]
+    );
+    let u = Load::default()
+        .resolve(&Preset::Unpipelined.load())
+        .unwrap();
     assert_eq!(u.pipeline, 1);
     let mem = Load::default().resolve(&Preset::Memory.load()).unwrap();
     assert_eq!(mem.dist, KeyDist::Sequential);

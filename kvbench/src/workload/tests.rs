@@ -7,9 +7,13 @@ fn args(bytes: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
     let mut pos = 0;
     while let Some((v, used)) = parse_reply(&bytes[pos..]).unwrap() {
-        let Value::Array(items) = v else { panic!("not an array") };
+        let Value::Array(items) = v else {
+            panic!("not an array")
+        };
         for i in items {
-            let Value::Bulk(b) = i else { panic!("not a bulk") };
+            let Value::Bulk(b) = i else {
+                panic!("not a bulk")
+            };
             out.push(String::from_utf8(b).unwrap());
         }
         pos += used;
