@@ -76,7 +76,7 @@ fn panel(
         .flat_map(|w| w.1.iter().map(value))
         .fold(0.0, f64::max)
         .max(1e-9)
-        * 1.15;
+        * 1.3;
     let mut chart = ChartBuilder::on(area)
         .caption(caption, ("sans-serif", 16))
         .margin(12)
@@ -99,7 +99,13 @@ fn panel(
         .disable_x_mesh()
         .x_labels(2 * n + 1)
         .x_label_formatter(&label)
-        .y_label_formatter(&|y| format!("{y:.3e}"))
+        .y_label_formatter(&|y| {
+            if top >= 1e4 {
+                format!("{:.0}k", y / 1e3)
+            } else {
+                format!("{y:.2}")
+            }
+        })
         .draw()?;
     let servers: Vec<String> = data
         .first()
