@@ -1,3 +1,72 @@
-//! kvbench
+//! kvbench: load generator for RESP servers, and side-by-side comparison with redis-server.
+//!
+//! # Layout
+//! - [`cli`]: load options shared by the subcommands, and the presets.
+//! - [`workload`]: commands pre-encoded once, key distributions, SET:GET ratios.
+//! - [`engine`]: the mio event loops that send batches and count replies.
+//! - [`stats`]: HDR histograms per command and their summaries.
+//! - [`run`]: `kvbench run`, one server.
+//! - [`compare`]: `kvbench compare`, servers it starts itself, alternated over rounds.
+//! - [`calibrate`]: the same workload from kvbench and from redis-benchmark.
+//! - [`chart`]: the SVG chart of a comparison.
+//! - [`control`], [`sys`], [`progress`]: control client and server processes, /proc, progress.
 
-fn main() {}
+mod calibrate;
+mod chart;
+mod cli;
+mod compare;
+mod control;
+mod engine;
+mod progress;
+mod run;
+mod stats;
+mod sys;
+mod workload;
+
+use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Load generator for RESP servers (kvserver, redis-server, valkey-server ...).
+#[derive(Parser, Debug)]
+#[command(name = "kvbench", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Load one running server and report throughput, latency percentiles and CPU per request.
+    Run(run::RunArgs),
+    /// Start kvserver and redis-server (and others), load each in turn, compare.
+    Compare(compare::CompareArgs),
+    /// Run one workload from kvbench and from redis-benchmark against one redis-server.
+    Calibrate(calibrate::CalibrateArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Run(a) => run::main(a),
+        Cmd::Compare(a) => compare::main(a),
+        Cmd::Calibrate(a) => calibrate::main(a),
+    };
+    match r {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("kvbench: {e}");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// Writes `doc` as pretty JSON to `path`, creating its directory.
+fn write_json(path: &std::path::Path, doc: &serde_json::Value) -> Result<(), String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(doc).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,234 @@
+//! `kvbench calibrate`: the same workload from kvbench and from redis-benchmark,
+//! against one redis-server this command starts, to show that the two agree on
+//! throughput and server CPU per request, and what each costs in client CPU.
+//!
+//! Both tools run pinned to `--load-cpus` with one client thread; the server
+//! is pinned to `--server-cpus`. Client CPU: kvbench's own client threads
+//! (`getrusage(RUSAGE_THREAD)`), redis-benchmark's whole process
+//! (`getrusage(RUSAGE_CHILDREN)` around it). Server CPU: `/proc/PID/stat`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use clap::Args;
+
+use crate::cli::Load;
+use crate::control::{which, Server};
+use crate::run::{config, measure, prefill};
+use crate::stats::median;
+use crate::sys;
+
+/// Options of `kvbench calibrate`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// redis-server's binary [default: on PATH].
+    #[arg(long)]
+    pub redis_server: Option<PathBuf>,
+    /// redis-benchmark's binary [default: on PATH].
+    #[arg(long)]
+    pub redis_benchmark: Option<PathBuf>,
+    /// CPUs of the server.
+    #[arg(long, default_value = "0")]
+    pub server_cpus: String,
+    /// Rounds (each tool once per round, alternating which goes first).
+    #[arg(long, default_value_t = 2)]
+    pub rounds: usize,
+    /// Directory for the JSON report and the server log.
+    #[arg(long, default_value = "target/kvbench")]
+    pub out: PathBuf,
+    /// Load options [defaults here: -c 50 -P 16 -d 64 -n 1000000 -t ping,set,get].
+    #[command(flatten)]
+    pub load: Load,
+}
+
+/// One tool's figures for one test and round.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    ops: f64,
+    client_us: f64,
+    server_us: f64,
+}
+
+/// `kvbench calibrate`: returns the exit code.
+pub fn main(args: CalibrateArgs) -> Result<i32, String> {
+    let defaults = Load {
+        clients: Some(50),
+        pipeline: Some(16),
+        data_size: Some(64),
+        requests: Some(1_000_000),
+        tests: Some("ping,set,get".into()),
+        load_cpus: Some("1".into()),
+        ..Load::default()
+    };
+    let spec = args.load.resolve(&defaults)?;
+    if spec.threads != 1
+        || !spec
+            .tests
+            .iter()
+            .all(|t| crate::workload::TESTS.contains(&t.as_str()))
+        || spec.rate.is_some()
+        || spec.requests.is_none()
+    {
+        return Err(
+            "calibrate compares single tests with -n requests, one client thread, closed loop"
+                .into(),
+        );
+    }
+    let n = spec.requests.unwrap_or(1);
+    let rb = match &args.redis_benchmark {
+        Some(p) => p.clone(),
+        None => which("redis-benchmark")
+            .ok_or("redis-benchmark not found (apt-get install redis-tools)")?,
+    };
+    let redis = match &args.redis_server {
+        Some(p) => p.clone(),
+        None => {
+            which("redis-server").ok_or("redis-server not found (apt-get install redis-server)")?
+        }
+    };
+    std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    let cmd: Vec<String> = [
+        &*redis.to_string_lossy(),
+        "--port",
+        "{PORT}",
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let server = Server::start("redis-calibrate", &cmd, &args.server_cpus, &args.out)?;
+    let load_cpus = spec
+        .load_cpus
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    println!(
+        "calibrate: redis-server on CPUs {}, load on CPUs {load_cpus}: -c {} -P {} -d {} -n {n} -r {}",
+        args.server_cpus, spec.clients, spec.pipeline, spec.data_size, spec.keyspace
+    );
+    println!(
+        "  {:<10} {:<16} {:>12} {:>14} {:>14}",
+        "test", "tool", "ops/s", "client µs/req", "server µs/req"
+    );
+    let mut report = Vec::new();
+    let mut errors = 0;
+    for (wl, test) in spec.workloads.iter().zip(&spec.tests) {
+        prefill(&spec, server.addr, None, test).map_err(|e| e.to_string())?;
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for round in 0..args.rounds.max(1) {
+            for tool in 0..2 {
+                if (tool + round) % 2 == 0 {
+                    let cfg = config(&spec, server.addr, None);
+                    let r = measure(&cfg, wl, Some(server.pid)).map_err(|e| e.to_string())?;
+                    errors += r.all.errors;
+                    ours.push(Sample {
+                        ops: r.all.ops_per_sec,
+                        client_us: r.client_cpu_us_per_req,
+                        server_us: r.server_cpu_us_per_req.unwrap_or(0.0),
+                    });
+                } else {
+                    theirs.push(redis_benchmark(&rb, &spec, &load_cpus, test, &server, n)?);
+                }
+            }
+        }
+        let med =
+            |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
+        let row = |tool: &str, v: &[Sample]| {
+            let (o, c, s) = (
+                med(v, |x| x.ops),
+                med(v, |x| x.client_us),
+                med(v, |x| x.server_us),
+            );
+            println!("  {test:<10} {tool:<16} {o:>12.0} {c:>14.3} {s:>14.3}");
+            (o, c, s)
+        };
+        let a = row("kvbench", &ours);
+        let b = row("redis-benchmark", &theirs);
+        println!(
+            "  {test:<10} kvbench/redis-benchmark: ops/s {:.3}, client CPU/req {:.3}, server CPU/req {:.3}",
+            a.0 / b.0.max(1e-9), a.1 / b.1.max(1e-9), a.2 / b.2.max(1e-9)
+        );
+        report.push(serde_json::json!({
+            "test": test,
+            "kvbench": { "ops_per_sec": a.0, "client_cpu_us_per_req": a.1, "server_cpu_us_per_req": a.2 },
+            "redis_benchmark": { "ops_per_sec": b.0, "client_cpu_us_per_req": b.1, "server_cpu_us_per_req": b.2 },
+        }));
+    }
+    let path = args.out.join("calibrate.json");
+    crate::write_json(
+        &path,
+        &serde_json::json!({
+            "clients": spec.clients, "pipeline": spec.pipeline, "data_size": spec.data_size,
+            "requests": n, "keyspace": spec.keyspace, "tests": report,
+        }),
+    )?;
+    println!("wrote {}", path.display());
+    Ok(i32::from(errors > 0))
+}
+
+/// One redis-benchmark run of `test`; its rps from `--csv`, its CPU from rusage.
+fn redis_benchmark(
+    rb: &PathBuf,
+    spec: &crate::cli::Spec,
+    cpus: &str,
+    test: &str,
+    server: &Server,
+    n: u64,
+) -> Result<Sample, String> {
+    let name = if test == "ping" { "ping_mbulk" } else { test };
+    let s0 = server.cpu_secs();
+    let c0 = sys::children_cpu_secs();
+    let out = Command::new("taskset")
+        .args(["-c", cpus])
+        .arg(rb)
+        .args(["-h", "127.0.0.1", "-p", &server.addr.port().to_string()])
+        .args([
+            "-c",
+            &spec.clients.to_string(),
+            "-P",
+            &spec.pipeline.to_string(),
+        ])
+        .args(["-d", &spec.data_size.to_string(), "-n", &n.to_string()])
+        .args(["-r", &spec.keyspace.to_string(), "-t", name, "--csv"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", rb.display()))?;
+    let client = sys::children_cpu_secs() - c0;
+    let server_cpu = server.cpu_secs() - s0;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ops = parse_csv_rps(&text).ok_or_else(|| {
+        format!(
+            "redis-benchmark printed no result: {} {}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+    })?;
+    Ok(Sample {
+        ops,
+        client_us: client * 1e6 / n as f64,
+        server_us: server_cpu * 1e6 / n as f64,
+    })
+}
+
+/// The rps of the first result line of redis-benchmark's `--csv` output.
+fn parse_csv_rps(text: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with("\"test\""))
+        .find_map(|l| l.split(',').nth(1)?.trim_matches('"').parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn csv_rps() {
+        let out = "\"test\",\"rps\",\"avg_latency_ms\"\n\"SET\",\"812345.67\",\"0.9\"\n";
+        assert_eq!(super::parse_csv_rps(out), Some(812345.67));
+        assert_eq!(super::parse_csv_rps("garbage"), None);
+    }
+}
