@@ -288,10 +288,7 @@ fn type_(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, name: &str) {
-    let when = match args::int(a[2]) {
-        Ok(w) => w,
-        Err(e) => return reply_err(&mut c.out, e),
-    };
+    // Redis checks the options before the time.
     let mut f = ExpireFlags::default();
     for o in &a[3..] {
         if args::is(o, "NX") {
@@ -304,7 +301,7 @@ fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, n
             f.lt = true;
         } else {
             let mut m = b"ERR Unsupported option ".to_vec();
-            m.extend_from_slice(o);
+            m.extend_from_slice(super::c_str(o));
             return c.out.error(&super::sanitize(m));
         }
     }
@@ -316,6 +313,10 @@ fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, n
             .out
             .error(b"ERR GT and LT options at the same time are not compatible");
     }
+    let when = match args::int(a[2]) {
+        Ok(w) => w,
+        Err(e) => return reply_err(&mut c.out, e),
+    };
     let invalid = |c: &mut Ctx<'_>| {
         let mut m = b"ERR invalid expire time in '".to_vec();
         m.extend_from_slice(name.as_bytes());
