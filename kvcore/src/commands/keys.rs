@@ -5,7 +5,7 @@ use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, C
 use crate::error::{OpError, OpResult};
 use crate::glob;
 use crate::keyspace::Ttl;
-use crate::value::ValueType;
+use crate::value::{Value, ValueType};
 use crate::Db;
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
@@ -564,7 +564,17 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     match name {
         "object|encoding" => c.out.bulk(n.value.encoding().as_bytes()),
-        "object|refcount" => c.out.int(1),
+        "object|refcount" => {
+            // Redis shares the integers 0..10000 (refcount INT_MAX) unless an LRU/LFU policy
+            // needs per-key access data.
+            let lru_lfu = c
+                .db
+                .config
+                .get("maxmemory-policy")
+                .is_some_and(|p| p.contains("lru") || p.contains("lfu"));
+            let shared = matches!(n.value, Value::Int(0..10_000)) && !lru_lfu;
+            c.out.int(if shared { i64::from(i32::MAX) } else { 1 })
+        }
         "object|idletime" => c.out.int(0),
         _ => c.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
     }
