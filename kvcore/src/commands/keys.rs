@@ -219,7 +219,7 @@ impl Db {
         let all = pattern == b"*";
         self.dbs[dbi]
             .iter()
-            .filter(|n| n.expire_at().is_none_or(|t| t > now))
+            .filter(|n| n.expire_at().is_none_or(|t| t >= now))
             .filter(|n| all || glob::matches(pattern, n.key(), false))
             .map(|n| n.key().to_vec())
             .collect()
@@ -241,7 +241,7 @@ impl Db {
         let type_filter = ty.map(ValueType::from_name);
         loop {
             cursor = self.dbs[dbi].scan(cursor, |n| {
-                if n.expire_at().is_some_and(|t| t <= now) {
+                if n.expire_at().is_some_and(|t| t < now) {
                     return;
                 }
                 if let Some(p) = pattern {
