@@ -3,6 +3,7 @@
 
 mod basics;
 mod differential;
+mod hostile;
 mod limits;
 mod multishard;
 mod support;
