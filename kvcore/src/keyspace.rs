@@ -33,8 +33,11 @@ impl KeyNode {
     pub fn expire_at(&self) -> Option<u64> {
         (self.expire_at != 0).then_some(self.expire_at)
     }
+    /// Expired once the clock has passed the deadline (Redis's `now > when`): at the deadline
+    /// itself the key still lives, with a PTTL of 0. Setting a deadline at or before now
+    /// deletes the key instead (the commands check that).
     fn expired(&self, now: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now
+        self.expire_at != 0 && self.expire_at < now
     }
     /// Approximate bytes this key costs (node, key, value heap), for MEMORY USAGE.
     pub fn mem_bytes(&self) -> usize {
@@ -343,7 +346,7 @@ impl Keyspace {
             loop {
                 cursor = self.expires.scan(cursor, |e| {
                     sampled += 1;
-                    if e.at <= now {
+                    if e.at < now {
                         dead.push(e.key.clone());
                     }
                 });
@@ -390,7 +393,9 @@ mod tests {
         ks.set(b"a", Value::Int(1), Ttl::At(100), 0);
         ks.set(b"b", Value::Int(2), Ttl::Clear, 0);
         assert!(ks.contains(b"a", 99));
-        assert!(!ks.contains(b"a", 100));
+        // Alive at its deadline, gone one millisecond later (Redis's `now > when`).
+        assert!(ks.contains(b"a", 100));
+        assert!(!ks.contains(b"a", 101));
         assert_eq!(ks.len(), 1);
         assert_eq!(ks.expires_len(), 0);
         for i in 0..1000u32 {

@@ -48,22 +48,11 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
     }
 }
 
-/// Parses a float the way Redis's `getLongDoubleFromObject` does for INCRBYFLOAT: the whole
-/// string must be consumed, no leading space, and NaN is rejected. Infinity is accepted.
+/// Parses a float the way Redis's `getLongDoubleFromObject` does for INCRBYFLOAT (`strtold`):
+/// the whole string must be consumed, no leading space, hexadecimal accepted, NaN and values
+/// beyond `long double`'s range rejected. Infinity is accepted.
 pub fn parse_f64(s: &[u8]) -> Option<f64> {
-    match s.first() {
-        None => return None,
-        Some(c) if c.is_ascii_whitespace() => return None,
-        _ => {}
-    }
-    let text = std::str::from_utf8(s).ok()?;
-    let v: f64 = match text.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        t if t.contains("nan") || t.contains("inf") => return None,
-        _ => text.parse().ok()?,
-    };
-    (!v.is_nan()).then_some(v)
+    crate::resp::float::parse_long_double(s)
 }
 
 /// Formats an integer into `buf` and returns the written bytes.
@@ -109,6 +98,19 @@ mod tests {
         assert_eq!(parse_f64(b"1 "), None);
         assert_eq!(parse_f64(b""), None);
         assert_eq!(parse_f64(b"abc"), None);
+        // strtold's range (80-bit long double), decided at its edges.
+        assert_eq!(parse_f64(b"1.1e4932"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"-1.1e4932"), Some(f64::NEG_INFINITY));
+        assert_eq!(parse_f64(b"1.2e4932"), None);
+        assert_eq!(parse_f64(b"12e4931"), None);
+        assert_eq!(parse_f64(b"1e-4951"), None);
+        assert_eq!(parse_f64(b"2e-4951"), Some(0.0));
+        assert_eq!(parse_f64(b"0.0000e99999"), Some(0.0));
+        assert_eq!(parse_f64(b"0x1p-16445"), Some(0.0));
+        assert_eq!(parse_f64(b"0x1p-16446"), None);
+        assert_eq!(parse_f64(b"0x1p16383"), Some(f64::INFINITY));
+        assert_eq!(parse_f64(b"0x1p16384"), None);
+        assert_eq!(parse_f64(b"0x10"), Some(16.0));
     }
 
     proptest::proptest! {

@@ -352,3 +352,150 @@ fn server_family() {
     let docs = run(&mut db, &mut s, "COMMAND DOCS get");
     assert!(docs.contains("string"), "{docs}");
 }
+
+/// GETEX on a missing key answers nil before it looks at the expire value (Redis's order);
+/// syntax errors still come first.
+#[test]
+fn getex_missing_key_with_bad_expire_is_nil() {
+    let (mut db, mut s) = setup();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("GETEX missing EX bad", "$-1\r\n"),
+            ("GETEX missing EX -1", "$-1\r\n"),
+            ("GETEX missing EX 1 PX 1", "-ERR syntax error\r\n"),
+            ("SET k v", "+OK\r\n"),
+            (
+                "GETEX k EX bad",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            (
+                "GETEX k EX 0",
+                "-ERR invalid expire time in 'getex' command\r\n",
+            ),
+            ("TTL k", ":-1\r\n"),
+        ],
+    );
+}
+
+/// A repeated SET/GETEX option is accepted and the last expire value wins; only a different,
+/// conflicting option is a syntax error.
+#[test]
+fn repeated_set_and_getex_options() {
+    let (mut db, mut s) = setup();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("SET k v EX 10 EX 20", "+OK\r\n"),
+            ("TTL k", ":20\r\n"),
+            ("SET k v PX 5000 PX 3000", "+OK\r\n"),
+            ("TTL k", ":3\r\n"),
+            ("SET k v KEEPTTL KEEPTTL", "+OK\r\n"),
+            ("TTL k", ":3\r\n"),
+            ("SET k v NX NX", "$-1\r\n"),
+            ("SET k v GET GET", "$1\r\nv\r\n"),
+            (
+                "SET k v EX 10 EX bad",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+            ("SET k v EX 10 PXAT 10", "-ERR syntax error\r\n"),
+            ("SET k v EX 10 KEEPTTL", "-ERR syntax error\r\n"),
+            ("SET k v PERSIST", "-ERR syntax error\r\n"),
+            ("GETEX k EX 10 EX 30", "$1\r\nv\r\n"),
+            ("TTL k", ":30\r\n"),
+            ("GETEX k PERSIST PERSIST", "$1\r\nv\r\n"),
+            ("TTL k", ":-1\r\n"),
+            ("GETEX k PERSIST EX 10", "-ERR syntax error\r\n"),
+            ("GETEX k NX", "-ERR syntax error\r\n"),
+            ("GETEX k KEEPTTL", "-ERR syntax error\r\n"),
+        ],
+    );
+}
+
+/// EXPIRE checks its options before its time argument, and its unsupported-option text
+/// stops at a NUL byte as Redis's `%s` does.
+#[test]
+fn expire_checks_options_first() {
+    let (mut db, mut s) = setup();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("SET k v", "+OK\r\n"),
+            ("EXPIRE k bad foo", "-ERR Unsupported option foo\r\n"),
+            (
+                "EXPIRE missing bad NX XX",
+                "-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+            ),
+            (
+                "PEXPIRE k bad GT LT",
+                "-ERR GT and LT options at the same time are not compatible\r\n",
+            ),
+            (
+                "EXPIRE k bad NX",
+                "-ERR value is not an integer or out of range\r\n",
+            ),
+        ],
+    );
+    let mut out = Vec::new();
+    db.dispatch(&mut s, &[b"EXPIRE", b"k", b"10", b"f\0oo"], &mut out);
+    assert_eq!(out, b"-ERR Unsupported option f\r\n");
+}
+
+/// The unknown-command error prints the name and arguments up to their first NUL byte.
+#[test]
+fn unknown_command_text_stops_at_nul() {
+    let (mut db, mut s) = setup();
+    let mut out = Vec::new();
+    db.dispatch(&mut s, &[b"a\0bcd", b"x\0y", b"z"], &mut out);
+    assert_eq!(
+        out,
+        b"-ERR unknown command 'a', with args beginning with: 'x' 'z' \r\n"
+    );
+    out.clear();
+    db.dispatch(&mut s, &[b"CONFIG", b"f\0oo"], &mut out);
+    assert_eq!(out, b"-ERR unknown subcommand 'f'. Try CONFIG HELP.\r\n");
+}
+
+/// INCRBYFLOAT reads its operand (and the stored value) as `strtold` does.
+#[test]
+fn incrbyfloat_parses_like_strtold() {
+    let (mut db, mut s) = setup();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("SET f 1", "+OK\r\n"),
+            ("INCRBYFLOAT f 0x10", "$2\r\n17\r\n"),
+            ("INCRBYFLOAT f 0x1p3", "$2\r\n25\r\n"),
+            ("INCRBYFLOAT f +.5", "$4\r\n25.5\r\n"),
+            ("INCRBYFLOAT f 1.", "$4\r\n26.5\r\n"),
+            ("INCRBYFLOAT f 1e-400", "$4\r\n26.5\r\n"),
+            (
+                "INCRBYFLOAT f 1e5000",
+                "-ERR value is not a valid float\r\n",
+            ),
+            (
+                "INCRBYFLOAT f 1e-5000",
+                "-ERR value is not a valid float\r\n",
+            ),
+            (
+                "INCRBYFLOAT f 0x1p99999",
+                "-ERR value is not a valid float\r\n",
+            ),
+            (
+                "INCRBYFLOAT f 1e400",
+                "-ERR increment would produce NaN or Infinity\r\n",
+            ),
+            ("INCRBYFLOAT f 1e", "-ERR value is not a valid float\r\n"),
+            ("INCRBYFLOAT f 0x", "-ERR value is not a valid float\r\n"),
+            ("INCRBYFLOAT f nan", "-ERR value is not a valid float\r\n"),
+            ("INCRBYFLOAT f -nan", "-ERR value is not a valid float\r\n"),
+            ("SET h 0x10", "+OK\r\n"),
+            ("INCRBYFLOAT h 1", "$2\r\n17\r\n"),
+            ("GET f", "$4\r\n26.5\r\n"),
+        ],
+    );
+}

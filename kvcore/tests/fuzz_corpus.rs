@@ -1,5 +1,12 @@
-//! Replays the `resp_parse` fuzz corpus (and any saved regressions) through
-//! the same checks the fuzz target runs, so `cargo test` guards them too.
+//! Replays every fuzz target's corpus (`fuzz/corpus/<target>/`) and saved crashes
+//! (`fuzz/regressions/<target>/`) through the same checks the fuzz targets run, so a plain
+//! `cargo test` on stable guards everything the fuzzer ever found.
+
+mod db_model;
+mod parse_alloc;
+
+#[global_allocator]
+static ALLOC: parse_alloc::Counting = parse_alloc::Counting;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,25 +23,83 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn resp_parse_corpus_holds_the_parser_invariants() {
+/// Runs `check` on every corpus and regression file of `target`; at least `min` corpus files
+/// must exist (the seed corpus is part of the repository).
+fn replay(target: &str, min: usize, check: fn(&[u8])) {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-    let corpus = files(&fuzz.join("corpus/resp_parse"));
+    let corpus = files(&fuzz.join("corpus").join(target));
     assert!(
-        corpus.len() >= 10,
-        "seed corpus missing under {}",
+        corpus.len() >= min,
+        "seed corpus of {target} missing under {}",
         fuzz.display()
     );
     for path in corpus
         .iter()
-        .chain(&files(&fuzz.join("regressions/resp_parse")))
+        .chain(&files(&fuzz.join("regressions").join(target)))
     {
         let bytes = fs::read(path).unwrap();
-        let result = std::panic::catch_unwind(|| kvcore::resp::check_roundtrip(&bytes));
-        assert!(
-            result.is_ok(),
-            "{} breaks the parser invariants",
-            path.display()
-        );
+        if let Err(e) = std::panic::catch_unwind(|| check(&bytes)) {
+            let why = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!("{} fails the {target} checks: {why}", path.display());
+        }
+    }
+}
+
+#[test]
+fn resp_parse_corpus_holds_the_parser_invariants() {
+    replay("resp_parse", 10, |bytes| {
+        parse_alloc::check_parse_allocation(bytes);
+        kvcore::resp::check_roundtrip(bytes);
+    });
+}
+
+#[test]
+fn resp_reply_corpus_holds_the_writer_invariants() {
+    replay("resp_reply", 5, kvcore::resp::check_writer_roundtrip);
+}
+
+#[test]
+fn db_ops_corpus_agrees_with_the_model() {
+    replay("db_ops", 5, db_model::check_ops);
+}
+
+/// Announced lengths and counts never turn into allocations.
+#[test]
+fn parser_allocation_is_bounded_by_the_input() {
+    for input in [
+        &b"*1048576\r\n$3\r\nSET\r\n"[..],
+        b"*1\r\n$536870912\r\nab",
+        b"*2147483647\r\n",
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000000\r\nxyz",
+    ] {
+        parse_alloc::check_parse_allocation(input);
+    }
+    parse_alloc::check_parse_allocation(&vec![b'a'; 1 << 20]);
+    let mut many = b"*100000\r\n".to_vec();
+    for _ in 0..100_000 {
+        many.extend_from_slice(b"$1\r\nx\r\n");
+    }
+    parse_alloc::check_parse_allocation(&many);
+}
+
+/// Seeded random inputs for the model check, so `cargo test` explores a little on its own.
+#[test]
+fn db_ops_random_inputs_agree_with_the_model() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..1500 {
+        let len = (x % 600) as usize;
+        let data: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        db_model::check_ops(&data);
     }
 }

@@ -195,21 +195,31 @@ async fn scan(shard: &Rc<Shard>, db: usize, args: &[&[u8]], w: &mut ReplyWriter<
         s.ty.map(<[u8]>::to_vec),
         s.count,
     );
-    let (next, keys) = shard
-        .call(sh, move |x: &Shard| {
-            let mut d = x.db.borrow_mut();
-            d.refresh_clock();
-            d.scan_in(db, inner, pattern.as_deref(), count, ty.as_deref())
-        })
-        .await;
-    let cursor = if next != 0 {
-        ((sh as u64) << SHARD_SHIFT) | next
-    } else {
+    // A shard finished before COUNT keys were found moves on to the next one in the same
+    // call, so a small keyspace is listed in one page with cursor 0, as Redis does.
+    let mut inner = inner;
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let cursor = loop {
+        let (pattern, ty) = (pattern.clone(), ty.clone());
+        let want = count.saturating_sub(keys.len()).max(1);
+        let (next, found) = shard
+            .call(sh, move |x: &Shard| {
+                let mut d = x.db.borrow_mut();
+                d.refresh_clock();
+                d.scan_in(db, inner, pattern.as_deref(), want, ty.as_deref())
+            })
+            .await;
+        keys.extend(found);
+        if next != 0 {
+            break ((sh as u64) << SHARD_SHIFT) | next;
+        }
         sh += 1;
-        if sh < shard.n {
-            (sh as u64) << SHARD_SHIFT
-        } else {
-            0
+        inner = 0;
+        if sh >= shard.n {
+            break 0;
+        }
+        if keys.len() >= count {
+            break (sh as u64) << SHARD_SHIFT;
         }
     };
     w.array_len(2);

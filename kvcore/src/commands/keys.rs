@@ -5,7 +5,7 @@ use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, C
 use crate::error::{OpError, OpResult};
 use crate::glob;
 use crate::keyspace::Ttl;
-use crate::value::ValueType;
+use crate::value::{Value, ValueType};
 use crate::Db;
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
@@ -219,7 +219,7 @@ impl Db {
         let all = pattern == b"*";
         self.dbs[dbi]
             .iter()
-            .filter(|n| n.expire_at().is_none_or(|t| t > now))
+            .filter(|n| n.expire_at().is_none_or(|t| t >= now))
             .filter(|n| all || glob::matches(pattern, n.key(), false))
             .map(|n| n.key().to_vec())
             .collect()
@@ -241,7 +241,7 @@ impl Db {
         let type_filter = ty.map(ValueType::from_name);
         loop {
             cursor = self.dbs[dbi].scan(cursor, |n| {
-                if n.expire_at().is_some_and(|t| t <= now) {
+                if n.expire_at().is_some_and(|t| t < now) {
                     return;
                 }
                 if let Some(p) = pattern {
@@ -288,10 +288,7 @@ fn type_(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, name: &str) {
-    let when = match args::int(a[2]) {
-        Ok(w) => w,
-        Err(e) => return reply_err(&mut c.out, e),
-    };
+    // Redis checks the options before the time.
     let mut f = ExpireFlags::default();
     for o in &a[3..] {
         if args::is(o, "NX") {
@@ -304,7 +301,7 @@ fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, n
             f.lt = true;
         } else {
             let mut m = b"ERR Unsupported option ".to_vec();
-            m.extend_from_slice(o);
+            m.extend_from_slice(super::c_str(o));
             return c.out.error(&super::sanitize(m));
         }
     }
@@ -316,6 +313,10 @@ fn expire_generic(c: &mut Ctx<'_>, a: &[&[u8]], unit_ms: bool, absolute: bool, n
             .out
             .error(b"ERR GT and LT options at the same time are not compatible");
     }
+    let when = match args::int(a[2]) {
+        Ok(w) => w,
+        Err(e) => return reply_err(&mut c.out, e),
+    };
     let invalid = |c: &mut Ctx<'_>| {
         let mut m = b"ERR invalid expire time in '".to_vec();
         m.extend_from_slice(name.as_bytes());
@@ -563,7 +564,17 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     match name {
         "object|encoding" => c.out.bulk(n.value.encoding().as_bytes()),
-        "object|refcount" => c.out.int(1),
+        "object|refcount" => {
+            // Redis shares the integers 0..10000 (refcount INT_MAX) unless an LRU/LFU policy
+            // needs per-key access data.
+            let lru_lfu = c
+                .db
+                .config
+                .get("maxmemory-policy")
+                .is_some_and(|p| p.contains("lru") || p.contains("lfu"));
+            let shared = matches!(n.value, Value::Int(0..10_000)) && !lru_lfu;
+            c.out.int(if shared { i64::from(i32::MAX) } else { 1 })
+        }
         "object|idletime" => c.out.int(0),
         _ => c.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
     }

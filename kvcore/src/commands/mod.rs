@@ -233,11 +233,11 @@ pub fn all() -> &'static [&'static CommandSpec] {
 /// Writes Redis's unknown-command error for `args`.
 pub(crate) fn unknown_command(out: &mut ReplyWriter<'_>, args: &[&[u8]]) {
     let mut msg = b"ERR unknown command '".to_vec();
-    let name = args.first().copied().unwrap_or_default();
+    let name = c_str(args.first().copied().unwrap_or_default());
     msg.extend_from_slice(&name[..name.len().min(128)]);
     msg.extend_from_slice(b"', with args beginning with: ");
     let start = msg.len();
-    for a in args.iter().skip(1) {
+    for a in args.iter().skip(1).map(|a| c_str(a)) {
         let room = 128usize.saturating_sub(msg.len() - start);
         if room == 0 {
             break;
@@ -260,11 +260,17 @@ pub(crate) fn wrong_arity(out: &mut ReplyWriter<'_>, name: &str) {
 /// Writes Redis's unknown-subcommand error: `ERR unknown subcommand 'x'. Try CMD HELP.`
 pub(crate) fn unknown_subcommand(out: &mut ReplyWriter<'_>, container: &str, sub: &[u8]) {
     let mut msg = b"ERR unknown subcommand '".to_vec();
+    let sub = c_str(sub);
     msg.extend_from_slice(&sub[..sub.len().min(128)]);
     msg.extend_from_slice(b"'. Try ");
     msg.extend_from_slice(container.to_ascii_uppercase().as_bytes());
     msg.extend_from_slice(b" HELP.");
     out.error(&sanitize(msg));
+}
+
+/// An argument as Redis's `%s` formatting prints it in error texts: up to its first NUL byte.
+pub(crate) fn c_str(arg: &[u8]) -> &[u8] {
+    memchr::memchr(0, arg).map_or(arg, |end| &arg[..end])
 }
 
 /// Error lines cannot hold CR or LF: Redis replaces them with spaces.

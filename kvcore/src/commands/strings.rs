@@ -352,41 +352,76 @@ pub(crate) fn deadline(arg: &[u8], unit: ExpireUnit, now: u64) -> Result<u64, Op
     Ok(at as u64)
 }
 
-fn set(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let mut opt = SetOptions::default();
-    let mut expire: Option<(ExpireUnit, &[u8])> = None;
-    let mut keepttl = false;
-    let mut i = 3;
+/// Options of SET and GETEX as Redis reads them: an option is refused (syntax error) only
+/// when one it conflicts with came earlier; a repeated option is accepted and the last
+/// expire value wins (`SET k v EX 1 EX 2` sets 2 seconds).
+#[derive(Default)]
+struct ExtOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    expire: Option<(ExpireUnit, &'a [u8])>,
+}
+
+/// Parses SET's (`for_set`) or GETEX's options from `a[start..]`; `None` is a syntax error.
+fn parse_ext_options<'a>(a: &[&'a [u8]], start: usize, for_set: bool) -> Option<ExtOptions<'a>> {
+    let mut o = ExtOptions::default();
+    let mut i = start;
     while i < a.len() {
-        let o = a[i];
-        let has_next = i + 1 < a.len();
-        let unit = if args::is(o, "EX") {
-            Some(ExpireUnit::Seconds)
-        } else if args::is(o, "PX") {
-            Some(ExpireUnit::Millis)
-        } else if args::is(o, "EXAT") {
-            Some(ExpireUnit::UnixSeconds)
-        } else if args::is(o, "PXAT") {
-            Some(ExpireUnit::UnixMillis)
+        let opt = a[i];
+        let next = a.get(i + 1).copied();
+        let unit = [
+            ("EX", ExpireUnit::Seconds),
+            ("PX", ExpireUnit::Millis),
+            ("EXAT", ExpireUnit::UnixSeconds),
+            ("PXAT", ExpireUnit::UnixMillis),
+        ]
+        .into_iter()
+        .find(|(n, _)| args::is(opt, n))
+        .map(|(_, u)| u);
+        if let Some(u) = unit {
+            let other_unit = o.expire.is_some_and(|(prev, _)| prev != u);
+            match next {
+                Some(v) if !o.keepttl && !o.persist && !other_unit => {
+                    o.expire = Some((u, v));
+                    i += 1;
+                }
+                _ => return None,
+            }
+        } else if for_set && args::is(opt, "NX") && !o.xx {
+            o.nx = true;
+        } else if for_set && args::is(opt, "XX") && !o.nx {
+            o.xx = true;
+        } else if for_set && args::is(opt, "GET") {
+            o.get = true;
+        } else if for_set && args::is(opt, "KEEPTTL") && o.expire.is_none() {
+            o.keepttl = true;
+        } else if !for_set && args::is(opt, "PERSIST") && o.expire.is_none() {
+            o.persist = true;
         } else {
-            None
-        };
-        if args::is(o, "NX") && opt.condition != SetCondition::IfPresent {
-            opt.condition = SetCondition::IfAbsent;
-        } else if args::is(o, "XX") && opt.condition != SetCondition::IfAbsent {
-            opt.condition = SetCondition::IfPresent;
-        } else if args::is(o, "GET") {
-            opt.get = true;
-        } else if args::is(o, "KEEPTTL") && expire.is_none() {
-            keepttl = true;
-        } else if let (Some(u), true, false, None) = (unit, has_next, keepttl, expire) {
-            expire = Some((u, a[i + 1]));
-            i += 1;
-        } else {
-            return c.out.error(b"ERR syntax error");
+            return None;
         }
         i += 1;
     }
+    Some(o)
+}
+
+fn set(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let Some(ext) = parse_ext_options(a, 3, true) else {
+        return c.out.error(b"ERR syntax error");
+    };
+    let mut opt = SetOptions {
+        get: ext.get,
+        ..SetOptions::default()
+    };
+    if ext.nx {
+        opt.condition = SetCondition::IfAbsent;
+    } else if ext.xx {
+        opt.condition = SetCondition::IfPresent;
+    }
+    let (expire, keepttl) = (ext.expire, ext.keepttl);
     let now = c.db.now;
     opt.ttl = match expire {
         Some((u, arg)) => match deadline(arg, u, now) {
@@ -469,54 +504,40 @@ fn getdel(c: &mut Ctx<'_>, a: &[&[u8]]) {
     }
 }
 
+/// GETEX in Redis's order: syntax, then a missing key answers nil (whatever the expire value),
+/// then the type, then the expire value.
 fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
-    // None = leave the deadline; Some(None) = PERSIST; Some(Some(t)) = new deadline.
-    let mut change: Option<Option<u64>> = None;
-    let mut i = 2;
-    while i < a.len() {
-        let o = a[i];
-        let unit = [
-            ("EX", ExpireUnit::Seconds),
-            ("PX", ExpireUnit::Millis),
-            ("EXAT", ExpireUnit::UnixSeconds),
-            ("PXAT", ExpireUnit::UnixMillis),
-        ]
-        .into_iter()
-        .find(|(n, _)| args::is(o, n))
-        .map(|(_, u)| u);
-        match unit {
-            Some(u) if change.is_none() && i + 1 < a.len() => {
-                match deadline(a[i + 1], u, now) {
-                    Ok(at) => change = Some(Some(at)),
-                    Err(None) => return invalid_expire(&mut c.out, "getex"),
-                    Err(Some(e)) => return reply_err(&mut c.out, e),
-                }
-                i += 2;
-            }
-            None if args::is(o, "PERSIST") && change.is_none() => {
-                change = Some(None);
-                i += 1;
-            }
-            _ => return c.out.error(b"ERR syntax error"),
-        }
-    }
+    let Some(ext) = parse_ext_options(a, 2, false) else {
+        return c.out.error(b"ERR syntax error");
+    };
     let ks = &mut c.db.dbs[c.session.db];
-    match ks.get(a[1], now) {
-        None => c.out.null(),
-        Some(n) => {
-            if let Err(e) = write_value(&mut c.out, &n.value) {
-                return reply_err(&mut c.out, e);
-            }
-            match change {
-                None => {}
-                Some(Some(at)) if at <= now => {
-                    ks.remove(a[1], now);
-                }
-                Some(at) => {
-                    ks.set_expire(a[1], at, now);
-                }
-            }
+    let Some(n) = ks.get(a[1], now) else {
+        return c.out.null();
+    };
+    if n.value.str_len().is_none() {
+        return reply_err(&mut c.out, OpError::WrongType);
+    }
+    // None = leave the deadline; Some(None) = PERSIST; Some(Some(t)) = new deadline.
+    let change = match ext.expire {
+        Some((u, arg)) => match deadline(arg, u, now) {
+            Ok(at) => Some(Some(at)),
+            Err(None) => return invalid_expire(&mut c.out, "getex"),
+            Err(Some(e)) => return reply_err(&mut c.out, e),
+        },
+        None if ext.persist => Some(None),
+        None => None,
+    };
+    if let Err(e) = write_value(&mut c.out, &n.value) {
+        return reply_err(&mut c.out, e);
+    }
+    match change {
+        None => {}
+        Some(Some(at)) if at <= now => {
+            ks.remove(a[1], now);
+        }
+        Some(at) => {
+            ks.set_expire(a[1], at, now);
         }
     }
 }

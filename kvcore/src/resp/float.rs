@@ -128,6 +128,129 @@ pub fn parse_double(s: &[u8]) -> Option<f64> {
     Some(if negative { -magnitude } else { magnitude })
 }
 
+/// Parses an `INCRBYFLOAT` operand as Redis's `getLongDoubleFromObject`
+/// does with `strtold`: all of `s` must be a decimal or hexadecimal number
+/// (or `inf` / `infinity`), no leading space, not NaN, and within the range
+/// of x86's 80-bit `long double` (about 3.6e-4951 to 1.19e4932). Values in
+/// that range but beyond `f64` come back as an infinity (the caller's
+/// "NaN or Infinity" error; Redis would add them in `long double`) or as a
+/// zero of the right sign.
+#[deny(clippy::indexing_slicing, clippy::unwrap_used)]
+pub fn parse_long_double(s: &[u8]) -> Option<f64> {
+    let (negative, body) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        Some((c, _)) if c.is_ascii_whitespace() => return None,
+        Some(_) => (false, s),
+        None => return None,
+    };
+    if let Some(v) = parse_double(s) {
+        return Some(v);
+    }
+    if body.eq_ignore_ascii_case(b"inf") || body.eq_ignore_ascii_case(b"infinity") {
+        return Some(if negative {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
+    }
+    // Out of f64's range, or not a number: check the grammar and the magnitude.
+    let (hex, digits) = match body
+        .strip_prefix(b"0x")
+        .or_else(|| body.strip_prefix(b"0X"))
+    {
+        Some(rest) => (true, rest),
+        None => (false, body),
+    };
+    let is_digit = |c: u8| {
+        if hex {
+            c.is_ascii_hexdigit()
+        } else {
+            c.is_ascii_digit()
+        }
+    };
+    let mut i = 0;
+    let mut int_digits = 0i64;
+    let mut seen_point = false;
+    // Position of the leading nonzero digit (in digits, counted from the first) and the
+    // value of that digit.
+    let mut lead: Option<(i64, u8)> = None;
+    let mut count = 0i64;
+    while let Some(&c) = digits.get(i) {
+        if c == b'.' && !seen_point {
+            seen_point = true;
+        } else if is_digit(c) {
+            if lead.is_none() && c != b'0' {
+                lead = Some((count, c));
+            }
+            count += 1;
+            if !seen_point {
+                int_digits += 1;
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if count == 0 {
+        return None;
+    }
+    let mut exp = 0i64;
+    let marker: &[u8] = if hex { b"pP" } else { b"eE" };
+    if let Some(c) = digits.get(i) {
+        if !marker.contains(c) {
+            return None;
+        }
+        let (neg, start) = match digits.get(i + 1) {
+            Some(b'-') => (true, i + 2),
+            Some(b'+') => (false, i + 2),
+            _ => (false, i + 1),
+        };
+        let tail = digits.get(start..).unwrap_or_default();
+        if tail.is_empty() || !tail.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let e = tail.iter().fold(0i64, |acc, &c| {
+            (acc * 10 + i64::from(c - b'0')).min(1_000_000)
+        });
+        exp = if neg { -e } else { e };
+    }
+    let sign = if negative { -1.0 } else { 1.0 };
+    let Some((pos, first)) = lead else {
+        return Some(sign * 0.0);
+    };
+    // The power of the radix (10, or 2 for hex) of the leading digit.
+    let (magnitude, max, min) = if hex {
+        let bits = i64::from(32 - char::from(first).to_digit(16).unwrap_or(1).leading_zeros());
+        (4 * (int_digits - pos - 1) + bits - 1 + exp, 16_383, -16_445)
+    } else {
+        (int_digits - pos - 1 + exp, 4_932, -4_951)
+    };
+    // At the decimal edges the leading digits decide: the largest `long double` is
+    // 1.18973e4932, and below half the smallest subnormal (3.6452e-4951) strtold gives zero.
+    let leading = || {
+        let mut m = 0.0f64;
+        let mut scale = 1.0f64;
+        for &c in digits
+            .iter()
+            .filter(|c| c.is_ascii_digit())
+            .skip(pos as usize)
+            .take(17)
+        {
+            m += f64::from(c - b'0') * scale;
+            scale /= 10.0;
+        }
+        m
+    };
+    let edge_out = !hex
+        && ((magnitude == max && leading() > 1.189_731_495_357_231_8)
+            || (magnitude == min && leading() < 1.822_599_765_941_237_3));
+    if magnitude > max || magnitude < min || edge_out {
+        return None; // ERANGE: strtold's HUGE_VALL or zero, which Redis refuses
+    }
+    Some(sign * if magnitude > 0 { f64::INFINITY } else { 0.0 })
+}
+
 /// Below this every integral `f64` is exact and prints as itself.
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0; // 2^53
 

@@ -2,6 +2,8 @@
 //! raw sockets and Redis's own tools. One test binary, one module per area.
 
 mod basics;
+mod differential;
+mod hostile;
 mod limits;
 mod multishard;
 mod support;
