@@ -27,7 +27,11 @@ impl Drop for Redis {
 
 impl Redis {
     fn start() -> Option<Redis> {
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -193,7 +197,12 @@ fn command(r: &mut Rng) -> Vec<String> {
             }
         }
         20 => {
-            let cmd = r.pick(&["ZRANGEBYLEX", "ZREVRANGEBYLEX", "ZLEXCOUNT", "ZREMRANGEBYLEX"]);
+            let cmd = r.pick(&[
+                "ZRANGEBYLEX",
+                "ZREVRANGEBYLEX",
+                "ZLEXCOUNT",
+                "ZREMRANGEBYLEX",
+            ]);
             v.extend([s(cmd), s("lx"), r.pick(LEX).into(), r.pick(LEX).into()]);
             if cmd.contains("RANGEBYLEX") && !cmd.starts_with("ZREM") && r.chance(30) {
                 v.extend([s("LIMIT"), r.below(4).to_string(), r.below(4).to_string()]);
@@ -203,7 +212,10 @@ fn command(r: &mut Rng) -> Vec<String> {
             v.extend([s("ZADD"), s("lx")]);
             for _ in 0..1 + r.below(3) {
                 v.push(s("0"));
-                v.push(r.pick(&["a", "b", "c", "m3", "m5", "m10", "zz", "aa", "b1"]).into());
+                v.push(
+                    r.pick(&["a", "b", "c", "m3", "m5", "m10", "zz", "aa", "b1"])
+                        .into(),
+                );
             }
         }
         22 => {
@@ -405,7 +417,8 @@ fn random_sequences_match_redis() {
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want)
         );
-        let nonempty = want.starts_with(b"*") && !want.starts_with(b"*0\r") && !want.starts_with(b"*-1");
+        let nonempty =
+            want.starts_with(b"*") && !want.starts_with(b"*0\r") && !want.starts_with(b"*-1");
         if cmd[0] == "GEOSEARCH" && nonempty {
             geo_found += 1;
         }
@@ -413,6 +426,12 @@ fn random_sequences_match_redis() {
             ranges_found += 1;
         }
     }
-    assert!(geo_found > steps / 100, "only {geo_found} searches found points");
-    assert!(ranges_found > steps / 100, "only {ranges_found} ranges found members");
+    assert!(
+        geo_found > steps / 100,
+        "only {geo_found} searches found points"
+    );
+    assert!(
+        ranges_found > steps / 100,
+        "only {ranges_found} ranges found members"
+    );
 }

@@ -592,10 +592,7 @@ fn zpopmax(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 /// Parses ZMPOP's `numkeys key...` at `a[at]`: the keys and the index after them.
-fn numkeys<'a, 'b>(
-    a: &'a [&'b [u8]],
-    at: usize,
-) -> Result<(&'a [&'b [u8]], usize), &'static [u8]> {
+fn numkeys<'a, 'b>(a: &'a [&'b [u8]], at: usize) -> Result<(&'a [&'b [u8]], usize), &'static [u8]> {
     let n = match args::int(a[at]) {
         Ok(n) if n > 0 => n as usize,
         _ => return Err(b"ERR numkeys should be greater than 0"),
