@@ -471,7 +471,8 @@ fn zset_family_large_encoding() {
             ("OBJECT ENCODING small", "$8\r\nskiplist\r\n"),
             ("CONFIG GET zset-max-listpack-value", "*2\r\n$23\r\nzset-max-listpack-value\r\n$1\r\n2\r\n"),
             ("SCAN 0 TYPE string", "*2\r\n$1\r\n0\r\n*0\r\n"),
-            ("SCAN 0 TYPE zset", "*2\r\n$1\r\n0\r\n*2\r\n$1\r\nz\r\n$5\r\nsmall\r\n"),
+            ("DEL z", ":1\r\n"),
+            ("SCAN 0 TYPE zset", "*2\r\n$1\r\n0\r\n*1\r\n$5\r\nsmall\r\n"),
         ],
     );
 }
