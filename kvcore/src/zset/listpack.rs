@@ -275,7 +275,7 @@ mod tests {
         want.sort_by(|a, b| a.partial_cmp(b).unwrap());
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g.to_bits() == w.to_bits() || (*g == 0.0 && *w == 0.0), true);
+            assert!(g.to_bits() == w.to_bits() || (*g == 0.0 && *w == 0.0));
         }
         // Like Redis's listpack, `-0` comes back as `0`.
         let zero = lp.find(b"m1").unwrap().1.score;

@@ -424,7 +424,7 @@ fn zadd_generic(c: &mut Ctx<'_>, a: &[&[u8]], incr_cmd: bool) {
             .out
             .error(b"ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return reply_err(&mut c.out, OpError::GtLtNxConflict);
     }
     if f.incr && rest.len() > 2 {
