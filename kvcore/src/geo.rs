@@ -361,7 +361,7 @@ pub fn fixed(v: f64, decimals: u32, trim: bool) -> String {
     } else {
         (u128::from(frac | 1 << 52), biased - 1075)
     };
-    let scaled: u128 = if !a.is_finite() || (e >= 0 && e > 60) {
+    let scaled: u128 = if !a.is_finite() || e > 60 {
         return format!("{v:.*}", decimals as usize);
     } else if e >= 0 {
         (m << e) * p10

@@ -13,6 +13,9 @@ use crate::keyspace::Ttl;
 use crate::value::Value;
 use crate::{Db, Session};
 
+/// A provided key and what this store held under it before.
+type Saved = (Vec<u8>, Option<(Value, Ttl)>);
+
 impl Db {
     /// Runs one command like [`Db::dispatch`], with the values of some of its keys provided by
     /// the caller: `sources` holds `(key, value)` pairs, `None` meaning "the key does not
@@ -38,7 +41,7 @@ impl Db {
             .unwrap_or_default();
         let dbi = session.db.min(self.dbs.len().saturating_sub(1));
         let now = self.now;
-        let mut saved: Vec<(Vec<u8>, Option<(Value, Ttl)>)> = Vec::with_capacity(sources.len());
+        let mut saved: Vec<Saved> = Vec::with_capacity(sources.len());
         for (key, value) in sources {
             let ks = &mut self.dbs[dbi];
             let prev = ks.take(&key, now);

@@ -3,8 +3,8 @@
 //!
 //! Layout: a little-endian `u16` entry count, then entries back to back. An entry is the member
 //! length as a LEB128 varint, the member bytes, then the score: integral scores of magnitude
-//! below 2^53 (not `-0`) as a varint of `zigzag(i) << 1`, any other score as the varint `1`
-//! followed by the 8 bytes of the `f64`. Scores like `1`, `42` or `-7` thus cost one byte, as
+//! below 2^53 as a varint of `zigzag(i) << 1` (`-0` included, which reads back as `0`, as in
+//! Redis), any other score as the varint `1` followed by the 8 bytes of the `f64`. Scores like `1`, `42` or `-7` thus cost one byte, as
 //! in Redis's listpack. Every operation is a linear walk; the set converts to the large encoding
 //! before it passes `zset-max-listpack-entries` (at most a few hundred entries), so that is cheap.
 //!
@@ -76,10 +76,8 @@ fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
 pub fn encode_entry(out: &mut Vec<u8>, member: &[u8], score: f64) {
     put_varint(out, member.len() as u64);
     out.extend_from_slice(member);
-    if score.fract() == 0.0
-        && score.abs() < MAX_EXACT
-        && !(score == 0.0 && score.is_sign_negative())
-    {
+    // `-0` is stored as the integer 0, as Redis's listpack does.
+    if score.fract() == 0.0 && score.abs() < MAX_EXACT {
         let i = score as i64;
         let zz = ((i << 1) ^ (i >> 63)) as u64;
         put_varint(out, zz << 1);
@@ -277,10 +275,11 @@ mod tests {
         want.sort_by(|a, b| a.partial_cmp(b).unwrap());
         assert_eq!(got.len(), want.len());
         for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g.to_bits() == w.to_bits() || (*g == 0.0 && *w == 0.0), true);
+            assert!(g.to_bits() == w.to_bits() || (*g == 0.0 && *w == 0.0));
         }
-        let neg_zero = lp.find(b"m1").unwrap().1.score;
-        assert!(neg_zero == 0.0 && neg_zero.is_sign_negative());
+        // Like Redis's listpack, `-0` comes back as `0`.
+        let zero = lp.find(b"m1").unwrap().1.score;
+        assert!(zero == 0.0 && zero.is_sign_positive());
         assert_eq!(lp.remove(b"m0"), Some(1.0));
         assert_eq!(lp.remove(b"m0"), None);
         assert_eq!(lp.remove_ranks(0, 3), 3);

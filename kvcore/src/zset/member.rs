@@ -26,11 +26,20 @@ fn parse_score_bound(a: &[u8]) -> Option<(f64, bool)> {
         Some((b'(', rest)) => (true, rest),
         _ => (false, a),
     };
+    // Redis reads bounds with strtod: leading white space is skipped, an empty string reads
+    // as 0, and out-of-range decimals become +-inf or 0 instead of errors.
+    let start = body
+        .iter()
+        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c))
+        .unwrap_or(body.len());
+    let body = &body[start..];
+    if body.is_empty() {
+        return Some((0.0, ex));
+    }
     let v = parse_double(body).or_else(|| {
-        // strtod accepts out-of-range decimals as +-inf or 0 in ranges; parse_double refuses.
         let t = std::str::from_utf8(body).ok()?;
         let v: f64 = t.parse().ok()?;
-        (!v.is_nan() && !t.to_ascii_lowercase().contains("n")).then_some(v)
+        (!v.is_nan()).then_some(v)
     })?;
     Some((v, ex))
 }

@@ -128,6 +128,11 @@ impl ZSet {
         }
     }
 
+    /// An empty set in the large encoding.
+    pub fn new_big() -> Self {
+        ZSet::Big(Box::default())
+    }
+
     /// Builds a set from entries in `(score, member)` order, choosing the encoding by size.
     pub fn from_sorted(limits: Limits, items: &[(&[u8], f64)]) -> Self {
         let max_len = items.iter().map(|(m, _)| m.len()).max().unwrap_or(0);

@@ -362,9 +362,9 @@ fn walk(node: &Node, from: usize, rev: bool, f: &mut impl FnMut(&Entry) -> bool)
     match node {
         Node::Leaf(v) => {
             if rev {
-                v[..=from.min(v.len() - 1)].iter().rev().all(|e| f(e))
+                v[..=from.min(v.len() - 1)].iter().rev().all(&mut *f)
             } else {
-                v[from.min(v.len())..].iter().all(|e| f(e))
+                v[from.min(v.len())..].iter().all(&mut *f)
             }
         }
         Node::Inner(n) => {

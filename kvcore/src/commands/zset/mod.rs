@@ -20,7 +20,7 @@ use crate::zset::{Limits, ZSet};
 use crate::Db;
 
 pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[
-    cmd!("zadd", -4, WRITE | DENYOOM | FAST, 1, 1, 1, zadd),
+    cmd!("zadd", -4, WRITE | DENYOOM | FAST, 1, 1, 1, zadd_handler),
     cmd!("zincrby", 4, WRITE | DENYOOM | FAST, 1, 1, 1, zincrby),
     cmd!("zrem", -3, WRITE | FAST, 1, 1, 1, zrem),
     cmd!("zscore", 3, READONLY | FAST, 1, 1, 1, zscore),
@@ -424,7 +424,7 @@ fn zadd_generic(c: &mut Ctx<'_>, a: &[&[u8]], incr_cmd: bool) {
             .out
             .error(b"ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if (f.nx && (f.gt || f.lt)) || (f.gt && f.lt) {
         return reply_err(&mut c.out, OpError::GtLtNxConflict);
     }
     if f.incr && rest.len() > 2 {
@@ -452,7 +452,7 @@ fn zadd_generic(c: &mut Ctx<'_>, a: &[&[u8]], incr_cmd: bool) {
     }
 }
 
-fn zadd(c: &mut Ctx<'_>, a: &[&[u8]]) {
+pub(crate) fn zadd_handler(c: &mut Ctx<'_>, a: &[&[u8]]) {
     zadd_generic(c, a, false);
 }
 
@@ -591,30 +591,22 @@ fn zpopmax(c: &mut Ctx<'_>, a: &[&[u8]]) {
     zpop_generic(c, a, true);
 }
 
-/// Parses `numkeys key... ` at `a[at]`: the key slice and the index after it.
-pub(crate) fn numkeys<'a, 'b>(
-    a: &'a [&'b [u8]],
-    at: usize,
-    what: &str,
-) -> Result<(&'a [&'b [u8]], usize), Vec<u8>> {
+/// Parses ZMPOP's `numkeys key...` at `a[at]`: the keys and the index after them.
+fn numkeys<'a, 'b>(a: &'a [&'b [u8]], at: usize) -> Result<(&'a [&'b [u8]], usize), &'static [u8]> {
     let n = match args::int(a[at]) {
-        Ok(n) => n,
-        Err(e) => return Err(e.message().as_bytes().to_vec()),
+        Ok(n) if n > 0 => n as usize,
+        _ => return Err(b"ERR numkeys should be greater than 0"),
     };
-    if n <= 0 {
-        return Err(format!("ERR {what} should be greater than 0").into_bytes());
-    }
-    let n = n as usize;
-    if n > a.len() - at - 1 {
-        return Err(OpError::Syntax.message().as_bytes().to_vec());
+    if n >= a.len() - at - 1 {
+        return Err(OpError::Syntax.message().as_bytes());
     }
     Ok((&a[at + 1..at + 1 + n], at + 1 + n))
 }
 
 fn zmpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let (keys, mut i) = match numkeys(a, 1, "numkeys") {
+    let (keys, mut i) = match numkeys(a, 1) {
         Ok(k) => k,
-        Err(m) => return c.out.error(&m),
+        Err(m) => return c.out.error(m),
     };
     let max = match a.get(i) {
         Some(w) if args::is(w, "MIN") => false,

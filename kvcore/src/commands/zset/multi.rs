@@ -3,7 +3,9 @@
 //! Sources are read first (a missing key is an empty set), then combined in a hash map and
 //! sorted by `(score, member)`. Like Redis, inputs are visited from the smallest to the largest
 //! (a stable sort by size, except for ZDIFF whose first set is the base), weights multiply
-//! scores with NaN (`0 * inf`) read as 0, and a NaN aggregate (`inf + -inf`) becomes 0.
+//! scores with NaN (`0 * inf`) read as 0 (for ZINTER only in the first input: later NaN
+//! products reach the aggregate, where MIN/MAX ignore them and SUM resets to 0), and a NaN sum
+//! (`inf + -inf`) becomes 0.
 
 use std::collections::HashMap;
 
@@ -163,7 +165,8 @@ fn generic(c: &mut Ctx<'_>, a: &[&[u8]], dst: Option<&[u8]>, nk: usize, op: Op, 
                     let mut score = weighted(*s, *w0);
                     for (k, map) in maps.iter().enumerate() {
                         match map.get(&m[..]) {
-                            Some(v) => aggregate(&mut score, weighted(*v, srcs[k + 1].1), agg),
+                            // Like Redis, only the first input's product is cleaned of NaN.
+                            Some(v) => aggregate(&mut score, *v * srcs[k + 1].1, agg),
                             None => continue 'outer,
                         }
                     }

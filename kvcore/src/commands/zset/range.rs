@@ -227,12 +227,24 @@ pub(super) fn zrangestore(c: &mut Ctx<'_>, a: &[&[u8]]) {
         Ok(None) => Vec::new(),
         Ok(Some(z)) => select(z, &range, rev, offset, limit),
     };
-    let mut sorted: Vec<(&[u8], f64)> = items.iter().map(|(m, s)| (&m[..], *s)).collect();
-    if rev {
-        sorted.reverse();
+    // Like Redis: start from a listpack unless a rank range is known to be too long, and add
+    // the members in reply order, converting on the way (so `-0` added while the set is still
+    // a listpack reads back as `0`).
+    let lim = limits(c.db);
+    let hint = if matches!(range, Range::Rank(..)) {
+        items.len()
+    } else {
+        0
+    };
+    let mut z = if hint > lim.max_entries {
+        ZSet::new_big()
+    } else {
+        ZSet::new(lim, 0)
+    };
+    for (m, s) in &items {
+        z.insert(m, *s, lim);
     }
-    let n = sorted.len();
-    let z = ZSet::from_sorted(limits(c.db), &sorted);
+    let n = z.len();
     store(c.db, dbi, a[1], z);
     c.out.int(n as i64);
 }
