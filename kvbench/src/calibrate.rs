@@ -3,9 +3,10 @@
 //! throughput and server CPU per request, and what each costs in client CPU.
 //!
 //! Both tools run pinned to `--load-cpus` with one client thread; the server
-//! is pinned to `--server-cpus`. Client CPU: kvbench's own client threads
-//! (`getrusage(RUSAGE_THREAD)`), redis-benchmark's whole process
-//! (`getrusage(RUSAGE_CHILDREN)` around it). Server CPU: `/proc/PID/stat`.
+//! is pinned to `--server-cpus`. Client CPU of each tool's whole process over
+//! the run: kvbench's `getrusage(RUSAGE_SELF)` around the run (this program
+//! runs nothing else meanwhile), redis-benchmark's `getrusage(RUSAGE_CHILDREN)`
+//! around it. Server CPU: `/proc/PID/stat`.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -138,11 +139,14 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
             for tool in 0..2 {
                 if (tool + round) % 2 == 0 {
                     let cfg = config(&spec, server.addr, None);
+                    // The whole process, as for redis-benchmark: client threads, progress, set-up.
+                    let c0 = sys::process_cpu_secs();
                     let r = measure(&cfg, wl, Some(server.pid)).map_err(|e| e.to_string())?;
+                    let client = sys::process_cpu_secs() - c0;
                     errors += r.all.errors;
                     ours.push(Sample {
                         ops: r.all.ops_per_sec,
-                        client_us: r.client_cpu_us_per_req,
+                        client_us: client * 1e6 / r.all.requests.max(1) as f64,
                         server_us: r.server_cpu_us_per_req.unwrap_or(0.0),
                     });
                 } else {
