@@ -3,9 +3,10 @@
 //! throughput and server CPU per request, and what each costs in client CPU.
 //!
 //! Both tools run pinned to `--load-cpus` with one client thread; the server
-//! is pinned to `--server-cpus`. Client CPU: kvbench's own client threads
-//! (`getrusage(RUSAGE_THREAD)`), redis-benchmark's whole process
-//! (`getrusage(RUSAGE_CHILDREN)` around it). Server CPU: `/proc/PID/stat`.
+//! is pinned to `--server-cpus`. Client CPU of each tool's whole process over
+//! the run: kvbench's `getrusage(RUSAGE_SELF)` around the run (this program
+//! runs nothing else meanwhile), redis-benchmark's `getrusage(RUSAGE_CHILDREN)`
+//! around it. Server CPU: `/proc/PID/stat`.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -30,6 +31,10 @@ pub struct CalibrateArgs {
     /// CPUs of the server.
     #[arg(long, default_value = "0")]
     pub server_cpus: String,
+    /// Load kvbench's null server (answers without doing the command) instead of
+    /// redis-server, so the load generators are the bottleneck.
+    #[arg(long)]
+    pub null_server: bool,
     /// Rounds (each tool once per round, alternating which goes first).
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
@@ -101,7 +106,14 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let server = Server::start("redis-calibrate", &cmd, &args.server_cpus, &args.out)?;
+    let (name, cmd) = if args.null_server {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let null = [&*exe.to_string_lossy(), "null-server", "--port", "{PORT}"];
+        ("null-server", null.iter().map(|s| s.to_string()).collect())
+    } else {
+        ("redis-calibrate", cmd)
+    };
+    let server = Server::start(name, &cmd, &args.server_cpus, &args.out)?;
     let load_cpus = spec
         .load_cpus
         .iter()
@@ -109,7 +121,7 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         .collect::<Vec<_>>()
         .join(",");
     println!(
-        "calibrate: redis-server on CPUs {}, load on CPUs {load_cpus}: -c {} -P {} -d {} -n {n} -r {}",
+        "calibrate: {name} on CPUs {}, load on CPUs {load_cpus}: -c {} -P {} -d {} -n {n} -r {}",
         args.server_cpus, spec.clients, spec.pipeline, spec.data_size, spec.keyspace
     );
     println!(
@@ -119,17 +131,22 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
     let mut report = Vec::new();
     let mut errors = 0;
     for (wl, test) in spec.workloads.iter().zip(&spec.tests) {
-        prefill(&spec, server.addr, None, test).map_err(|e| e.to_string())?;
+        if !args.null_server {
+            prefill(&spec, server.addr, None, test).map_err(|e| e.to_string())?;
+        }
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         for round in 0..args.rounds.max(1) {
             for tool in 0..2 {
                 if (tool + round) % 2 == 0 {
                     let cfg = config(&spec, server.addr, None);
+                    // The whole process, as for redis-benchmark: client threads, progress, set-up.
+                    let c0 = sys::process_cpu_secs();
                     let r = measure(&cfg, wl, Some(server.pid)).map_err(|e| e.to_string())?;
+                    let client = sys::process_cpu_secs() - c0;
                     errors += r.all.errors;
                     ours.push(Sample {
                         ops: r.all.ops_per_sec,
-                        client_us: r.client_cpu_us_per_req,
+                        client_us: client * 1e6 / r.all.requests.max(1) as f64,
                         server_us: r.server_cpu_us_per_req.unwrap_or(0.0),
                     });
                 } else {
@@ -160,11 +177,11 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
             "redis_benchmark": { "ops_per_sec": b.0, "client_cpu_us_per_req": b.1, "server_cpu_us_per_req": b.2 },
         }));
     }
-    let path = args.out.join("calibrate.json");
+    let path = args.out.join(format!("calibrate-{name}.json"));
     crate::write_json(
         &path,
         &serde_json::json!({
-            "clients": spec.clients, "pipeline": spec.pipeline, "data_size": spec.data_size,
+            "server": name, "clients": spec.clients, "pipeline": spec.pipeline, "data_size": spec.data_size,
             "requests": n, "keyspace": spec.keyspace, "tests": report,
         }),
     )?;

@@ -248,6 +248,28 @@ fn print_table(name: &str, rows: &[ServerRow], ratios: &[Ratio]) {
             mib(r.rss_bytes),
             mib(r.used_memory)
         );
+        // A mixed workload: each command's median throughput and p99 over the rounds.
+        let kinds = r.rounds.first().map_or(0, |rd| rd.commands.len());
+        for k in (0..kinds).filter(|_| kinds > 1) {
+            let per = |f: fn(&crate::stats::Summary) -> f64| {
+                median(
+                    &r.rounds
+                        .iter()
+                        .filter_map(|rd| rd.commands.get(k))
+                        .map(f)
+                        .collect::<Vec<_>>(),
+                )
+            };
+            println!(
+                "    {:<8}{:>13.0} {:>8.3} {:>8.3} {:>8.3} {:>8.3}",
+                r.rounds[0].commands[k].name,
+                per(|c| c.ops_per_sec),
+                per(|c| c.p50_ms),
+                per(|c| c.p95_ms),
+                per(|c| c.p99_ms),
+                per(|c| c.p999_ms)
+            );
+        }
         for rd in &r.rounds {
             if let Some(e) = &rd.all.first_error {
                 println!("  {:<10} {} errors, first: {e}", "", rd.all.errors);

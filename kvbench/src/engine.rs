@@ -109,7 +109,7 @@ pub fn run(cfg: &Config, wl: &Workload, progress: &AtomicU64) -> io::Result<Outc
                 s.spawn(move || {
                     let conns = share(cfg.clients as u64, threads, t) as usize;
                     let quota = cfg.requests.map(|r| share(r, threads, t));
-                    let r = Thread::new(cfg, wl, t, conns, quota);
+                    let r = Thread::new(cfg, wl, (t, threads), conns, quota);
                     barrier.wait();
                     r?.run(progress)
                 })
@@ -189,7 +189,7 @@ impl<'a> Thread<'a> {
     fn new(
         cfg: &'a Config,
         wl: &Workload,
-        t: usize,
+        (t, threads): (usize, usize),
         nconns: usize,
         left: Option<u64>,
     ) -> io::Result<Thread<'a>> {
@@ -222,13 +222,7 @@ impl<'a> Thread<'a> {
             cfg,
             poll,
             conns,
-            keys: KeyGen::new(
-                cfg.dist,
-                cfg.keyspace,
-                cfg.seed,
-                t as u64,
-                cfg.threads as u64,
-            ),
+            keys: KeyGen::new(cfg.dist, cfg.keyspace, cfg.seed, t as u64, threads as u64),
             kinds: vec![Counts::default(); wl.templates.len()],
             left,
             interval,

@@ -8,6 +8,7 @@
 //! - [`run`]: `kvbench run`, one server.
 //! - [`compare`]: `kvbench compare`, servers it starts itself, alternated over rounds.
 //! - [`calibrate`]: the same workload from kvbench and from redis-benchmark.
+//! - [`null_server`]: a server that does no work, so the load generator is the bottleneck.
 //! - [`chart`]: the SVG chart of a comparison.
 //! - [`control`], [`sys`], [`progress`]: control client and server processes, /proc, progress.
 
@@ -17,6 +18,7 @@ mod cli;
 mod compare;
 mod control;
 mod engine;
+mod null_server;
 mod progress;
 mod run;
 mod stats;
@@ -44,6 +46,8 @@ enum Cmd {
     Compare(compare::CompareArgs),
     /// Run one workload from kvbench and from redis-benchmark against one redis-server.
     Calibrate(calibrate::CalibrateArgs),
+    /// A RESP server that answers every command without doing it (for calibration).
+    NullServer(null_server::NullArgs),
 }
 
 fn main() {
@@ -52,6 +56,7 @@ fn main() {
         Cmd::Run(a) => run::main(a),
         Cmd::Compare(a) => compare::main(a),
         Cmd::Calibrate(a) => calibrate::main(a),
+        Cmd::NullServer(a) => null_server::main(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

@@ -166,9 +166,14 @@ pub fn main(args: RunArgs) -> Result<i32, String> {
         .map_err(|e| format!("{}:{}: {e}", args.host, args.port))?
         .next()
         .ok_or_else(|| format!("{}: no address", args.host))?;
-    let pid = Ctl::connect(addr, args.auth.as_deref())
-        .map_err(|e| format!("cannot reach {addr}: {e}"))?
-        .local_pid();
+    let mut ctl = Ctl::connect(addr, args.auth.as_deref())
+        .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+    // A remote server's process id means nothing in this machine's /proc.
+    let pid = if addr.ip().is_loopback() {
+        ctl.local_pid()
+    } else {
+        None
+    };
     let mut results = Vec::new();
     let mut errors = 0;
     for wl in &spec.workloads {

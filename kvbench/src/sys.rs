@@ -23,6 +23,11 @@ pub fn thread_cpu_secs() -> f64 {
     rusage(libc::RUSAGE_THREAD)
 }
 
+/// User + system CPU seconds of this whole process (every thread).
+pub fn process_cpu_secs() -> f64 {
+    rusage(libc::RUSAGE_SELF)
+}
+
 /// User + system CPU seconds of the waited-for children of this process.
 pub fn children_cpu_secs() -> f64 {
     rusage(libc::RUSAGE_CHILDREN)

@@ -261,3 +261,82 @@ fn unreachable_server_fails_cleanly() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach"));
 }
+
+#[test]
+fn compare_starts_both_servers_and_writes_json_and_chart() {
+    let ours = kvserver_bin();
+    let out = std::env::temp_dir().join(format!("kvbench-compare-{}", std::process::id()));
+    let r = kvbench(&[
+        "compare",
+        "--ours",
+        ours.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "-t",
+        "set,get",
+        "-n",
+        "20000",
+        "-c",
+        "10",
+        "-P",
+        "8",
+        "-r",
+        "5000",
+        "--rounds",
+        "2",
+        "--server-cpus",
+        "0",
+        "--load-cpus",
+        "0",
+    ]);
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        r.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(stdout.contains("kvserver/redis: throughput"), "{stdout}");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("compare-custom.json")).unwrap())
+            .unwrap();
+    let workloads = doc["workloads"].as_array().unwrap();
+    assert_eq!(workloads.len(), 2);
+    for w in workloads {
+        let servers = w["servers"].as_array().unwrap();
+        let names: Vec<&str> = servers
+            .iter()
+            .map(|s| s["server"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["kvserver", "redis"]);
+        for s in servers {
+            assert_eq!(s["ops_per_sec_rounds"].as_array().unwrap().len(), 2, "{s}");
+            assert!(s["ops_per_sec"].as_f64().unwrap() > 0.0);
+            assert!(s["cpu_us_per_req"].as_f64().unwrap() > 0.0);
+            assert!(s["rss_bytes"].as_u64().unwrap() > 0);
+            assert_eq!(s["errors"].as_u64(), Some(0));
+        }
+        assert!(w["ratios"][0]["throughput"][0].as_f64().unwrap() > 0.0);
+    }
+    let svg = std::fs::read_to_string(out.join("compare-custom.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("kvserver") && svg.contains(">\nget\n<"));
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn compare_fails_when_a_server_cannot_start() {
+    let out = std::env::temp_dir().join(format!("kvbench-compare-fail-{}", std::process::id()));
+    let r = kvbench(&[
+        "compare",
+        "--ours",
+        "/bin/false",
+        "--no-redis",
+        "--out",
+        out.to_str().unwrap(),
+        "-n",
+        "10",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(stderr.contains("kvserver exited"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -1,0 +1,159 @@
+//! `kvbench null-server`: a RESP server that does no work, for measuring load generators.
+//!
+//! It parses each request with kvcore's parser and answers `+PONG` to PING
+//! and `+OK` to anything else, from one thread. Against it the client is
+//! the bottleneck, so `calibrate --null-server` shows what each load
+//! generator costs per request when it runs flat out.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+
+use clap::Args;
+use kvcore::resp::{Limits, Parsed, Parser};
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+
+/// Options of `kvbench null-server`.
+#[derive(Args, Debug)]
+pub struct NullArgs {
+    /// Port on 127.0.0.1.
+    #[arg(long, default_value_t = 6399)]
+    pub port: u16,
+}
+
+/// Unanswered input a connection may hold before it is closed.
+const MAX_BUF: usize = 4 << 20;
+const LISTENER: Token = Token(usize::MAX);
+
+struct Conn {
+    sock: TcpStream,
+    parser: Parser,
+    input: Vec<u8>,
+    len: usize,
+    out: Vec<u8>,
+    sent: usize,
+}
+
+/// Serves until killed; returns only on a listener error.
+pub fn main(args: NullArgs) -> Result<i32, String> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    serve(addr).map_err(|e| format!("null-server on {addr}: {e}"))?;
+    Ok(0)
+}
+
+fn serve(addr: SocketAddr) -> io::Result<()> {
+    let mut poll = Poll::new()?;
+    let mut listener = TcpListener::bind(addr)?;
+    poll.registry()
+        .register(&mut listener, LISTENER, Interest::READABLE)?;
+    let limits = Limits {
+        max_bulk_len: 1 << 20,
+        max_args: 1 << 16,
+        max_inline_len: 64 << 10,
+    };
+    let mut conns: Vec<Option<Conn>> = Vec::new();
+    let mut events = Events::with_capacity(1024);
+    loop {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        for ev in &events {
+            if ev.token() == LISTENER {
+                loop {
+                    match listener.accept() {
+                        Ok((mut sock, _)) => {
+                            sock.set_nodelay(true)?;
+                            let i = conns.iter().position(Option::is_none).unwrap_or_else(|| {
+                                conns.push(None);
+                                conns.len() - 1
+                            });
+                            poll.registry().register(
+                                &mut sock,
+                                Token(i),
+                                Interest::READABLE | Interest::WRITABLE,
+                            )?;
+                            conns[i] = Some(Conn {
+                                sock,
+                                parser: Parser::new(limits),
+                                input: vec![0; 64 << 10],
+                                len: 0,
+                                out: Vec::with_capacity(64 << 10),
+                                sent: 0,
+                            });
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                continue;
+            }
+            let i = ev.token().0;
+            let Some(c) = conns.get_mut(i).and_then(Option::as_mut) else {
+                continue;
+            };
+            if serve_conn(c).is_err() {
+                if let Some(mut c) = conns[i].take() {
+                    let _ = poll.registry().deregister(&mut c.sock);
+                }
+            }
+        }
+    }
+}
+
+/// Reads what arrived, answers every whole command, writes what it can.
+fn serve_conn(c: &mut Conn) -> io::Result<()> {
+    loop {
+        if c.len == c.input.len() {
+            if c.input.len() >= MAX_BUF {
+                return Err(io::ErrorKind::OutOfMemory.into());
+            }
+            let grown = c.input.len() * 2;
+            c.input.resize(grown, 0);
+        }
+        match c.sock.read(&mut c.input[c.len..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(k) => c.len += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+        let mut pos = 0;
+        loop {
+            match c.parser.parse(&c.input[pos..c.len]) {
+                Ok(Parsed::Command { args, consumed }) => {
+                    if let Some(name) = args.first() {
+                        if name.eq_ignore_ascii_case(b"ping") {
+                            c.out.extend_from_slice(b"+PONG\r\n");
+                        } else {
+                            c.out.extend_from_slice(b"+OK\r\n");
+                        }
+                    }
+                    pos += consumed;
+                }
+                Ok(Parsed::Incomplete { .. }) => break,
+                Err(_) => return Err(io::ErrorKind::InvalidData.into()),
+            }
+        }
+        c.input.copy_within(pos..c.len, 0);
+        c.len -= pos;
+    }
+    while c.sent < c.out.len() {
+        match c.sock.write(&c.out[c.sent..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => c.sent += k,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if c.sent == c.out.len() {
+        c.out.clear();
+        c.sent = 0;
+    } else if c.out.len() > MAX_BUF {
+        return Err(io::ErrorKind::OutOfMemory.into());
+    }
+    Ok(())
+}
