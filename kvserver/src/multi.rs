@@ -317,13 +317,15 @@ async fn with_sources(
     let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
     let write = dest.is_some();
     lock_all(shard, db, &all, write).await;
-    let sources = plan(
-        n,
-        positions
-            .iter()
-            .filter(|&&i| Some(i) != dest)
-            .map(|&i| args[i].to_vec()),
-    );
+    let mut source_keys: Vec<Vec<u8>> = positions
+        .iter()
+        .filter(|&&i| Some(i) != dest)
+        .map(|&i| args[i].to_vec())
+        .collect();
+    // A key named twice (ZINTER 2 a a) travels once.
+    source_keys.sort_unstable();
+    source_keys.dedup();
+    let sources = plan(n, source_keys.into_iter());
     let fetched = on_each(shard, &sources, move |sh, keys| {
         let mut d = sh.db.borrow_mut();
         keys.into_iter()

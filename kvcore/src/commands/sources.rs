@@ -54,7 +54,9 @@ impl Db {
         }
         self.dispatch_spec(session, spec, args, out);
         let now = self.now;
-        for (key, prev) in saved {
+        // Last saved first: a key provided twice was saved a second time holding the first
+        // copy, so only the reverse order ends with the true previous state.
+        for (key, prev) in saved.into_iter().rev() {
             let ks = &mut self.dbs[dbi];
             ks.remove(&key, now);
             if let Some((v, ttl)) = prev {
@@ -106,5 +108,27 @@ mod tests {
         );
         assert_eq!(out, b":0\r\n");
         assert_eq!(db.execute(&[b"GET", b"b"]), Reply::Bulk(b"local".to_vec()));
+    }
+
+    #[test]
+    fn a_source_given_twice_leaves_nothing_behind() {
+        let mut db = Db::new();
+        let mut other = Db::new();
+        other.execute(&[b"SET", b"s", b"str"]);
+        let v = other.dump_in(0, b"s").map(|(v, _)| v);
+        let mut s = Session::default();
+        let mut out = Vec::new();
+        db.dispatch_with_sources(
+            &mut s,
+            &[b"ZINTERSTORE", b"d", b"2", b"s", b"s"],
+            vec![(b"s".to_vec(), v.clone()), (b"s".to_vec(), v)],
+            &mut out,
+        );
+        assert!(
+            out.starts_with(b"-WRONGTYPE"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        assert_eq!(db.execute(&[b"DBSIZE"]), Reply::Int(0));
     }
 }

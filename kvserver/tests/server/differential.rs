@@ -400,6 +400,353 @@ pub static SERVER: &[Gen] = &[
     },
 ];
 
+// Sorted sets and geo ------------------------------------------------------------------------
+
+fn member(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&[
+        "a", "b", "c", "d", "e", "m1", "m2", "Palermo", "Catania", "",
+    ]))
+}
+
+fn score(r: &mut Rng) -> Vec<u8> {
+    if r.chance(50) {
+        return (r.below(10) as i64 - 3).to_string().into_bytes();
+    }
+    word(r.pick(&[
+        "0", "-0", "2.5", "-1.5", "inf", "-inf", "+inf", "1e300", "0.1", "nan", "abc", "", "1e",
+        "0x10", "3e-5",
+    ]))
+}
+
+fn score_bound(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&[
+        "-inf", "+inf", "inf", "0", "1", "(1", "2.5", "(2.5", "-1", "(-inf", "abc", "((1", "1e300",
+    ]))
+}
+
+fn lex_bound(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&[
+        "-", "+", "[a", "(a", "[c", "(d", "[m1", "[", "(", "b", "[Palermo",
+    ]))
+}
+
+fn rank(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&[
+        "0",
+        "1",
+        "2",
+        "-1",
+        "-2",
+        "5",
+        "-100",
+        "100",
+        "abc",
+        "9223372036854775807",
+    ]))
+}
+
+fn count(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&["0", "1", "2", "3", "10", "-1", "abc"]))
+}
+
+/// `numkeys` followed by that many keys (sometimes a wrong count).
+fn keys_with_count(r: &mut Rng) -> Vec<Vec<u8>> {
+    let n = 1 + r.below(3);
+    let mut c = vec![if r.chance(5) {
+        word(r.pick(&["0", "-1", "9", "x"]))
+    } else {
+        n.to_string().into_bytes()
+    }];
+    for _ in 0..n {
+        c.push(key(r));
+    }
+    c
+}
+
+/// WEIGHTS / AGGREGATE / WITHSCORES options of ZUNION and friends.
+fn set_op_options(r: &mut Rng, c: &mut Cmd, nkeys: usize, withscores: bool) {
+    if r.chance(30) {
+        c.push(word("WEIGHTS"));
+        for _ in 0..nkeys {
+            c.push(word(r.pick(&["1", "2", "-1", "0.5", "inf", "x"])));
+        }
+    }
+    if r.chance(30) {
+        c.extend([
+            word("AGGREGATE"),
+            word(r.pick(&["SUM", "MIN", "MAX", "avg"])),
+        ]);
+    }
+    if withscores && r.chance(50) {
+        c.push(word("WITHSCORES"));
+    }
+}
+
+fn zset_op(name: &str, store: bool, r: &mut Rng) -> Cmd {
+    let mut c = vec![word(name)];
+    if store {
+        c.push(key(r));
+    }
+    let ks = keys_with_count(r);
+    let n = ks.len() - 1;
+    c.extend(ks);
+    set_op_options(r, &mut c, n, !store);
+    c
+}
+
+fn zrange_options(r: &mut Rng, c: &mut Cmd, withscores: bool) {
+    if r.chance(30) {
+        c.push(word("REV"));
+    }
+    if r.chance(25) {
+        c.extend([word("LIMIT"), rank(r), count(r)]);
+    }
+    if withscores && r.chance(40) {
+        c.push(word("WITHSCORES"));
+    }
+}
+
+/// ZRANGE / ZRANGESTORE body: key(s), bounds by rank, score or lex, options.
+fn zrange_body(r: &mut Rng, c: &mut Cmd, withscores: bool) {
+    match r.below(3) {
+        0 => c.extend([rank(r), rank(r)]),
+        1 => {
+            c.extend([score_bound(r), score_bound(r), word("BYSCORE")]);
+        }
+        _ => {
+            c.extend([lex_bound(r), lex_bound(r), word("BYLEX")]);
+        }
+    }
+    zrange_options(r, c, withscores);
+}
+
+/// Sorted-set commands (not ZRANDMEMBER: random; not WITHSCORE of ZRANK: Redis 7.2+).
+pub static ZSETS: &[Gen] = &[
+    |r| {
+        let mut c = vec![word("ZADD"), key(r)];
+        for opt in ["NX", "XX", "GT", "LT", "CH", "INCR"] {
+            if r.chance(12) {
+                c.push(word(opt));
+            }
+        }
+        for _ in 0..1 + r.below(4) {
+            c.extend([score(r), member(r)]);
+        }
+        c
+    },
+    |r| make("ZINCRBY", &[key, score, member], r),
+    |r| {
+        let mut c = vec![word("ZREM"), key(r)];
+        for _ in 0..1 + r.below(3) {
+            c.push(member(r));
+        }
+        c
+    },
+    |r| make("ZSCORE", &[key, member], r),
+    |r| make("ZMSCORE", &[key, member, member], r),
+    |r| make(r.pick(&["ZRANK", "ZREVRANK"]), &[key, member], r),
+    |r| make("ZCARD", &[key], r),
+    |r| make("ZCOUNT", &[key, score_bound, score_bound], r),
+    |r| make("ZLEXCOUNT", &[key, lex_bound, lex_bound], r),
+    |r| {
+        let mut c = vec![word("ZRANGE"), key(r)];
+        zrange_body(r, &mut c, true);
+        c
+    },
+    |r| {
+        let mut c = vec![word("ZRANGESTORE"), key(r), key(r)];
+        zrange_body(r, &mut c, false);
+        c
+    },
+    |r| {
+        let name = r.pick(&["ZRANGEBYSCORE", "ZREVRANGEBYSCORE"]);
+        let mut c = make(name, &[key, score_bound, score_bound], r);
+        if r.chance(40) {
+            c.push(word("WITHSCORES"));
+        }
+        if r.chance(25) {
+            c.extend([word("LIMIT"), rank(r), count(r)]);
+        }
+        c
+    },
+    |r| {
+        let name = r.pick(&["ZRANGEBYLEX", "ZREVRANGEBYLEX"]);
+        let mut c = make(name, &[key, lex_bound, lex_bound], r);
+        if r.chance(25) {
+            c.extend([word("LIMIT"), rank(r), count(r)]);
+        }
+        c
+    },
+    |r| {
+        let mut c = make("ZREVRANGE", &[key, rank, rank], r);
+        if r.chance(40) {
+            c.push(word("WITHSCORES"));
+        }
+        c
+    },
+    |r| make("ZREMRANGEBYRANK", &[key, rank, rank], r),
+    |r| make("ZREMRANGEBYSCORE", &[key, score_bound, score_bound], r),
+    |r| make("ZREMRANGEBYLEX", &[key, lex_bound, lex_bound], r),
+    |r| {
+        let mut c = make(r.pick(&["ZPOPMIN", "ZPOPMAX"]), &[key], r);
+        if r.chance(50) {
+            c.push(count(r));
+        }
+        c
+    },
+    |r| {
+        let mut c = vec![word("ZMPOP")];
+        c.extend(keys_with_count(r));
+        c.push(word(r.pick(&["MIN", "MAX", "max", "MID"])));
+        if r.chance(40) {
+            c.extend([word("COUNT"), count(r)]);
+        }
+        c
+    },
+    |r| zset_op(r.pick(&["ZUNION", "ZINTER", "ZDIFF"]), false, r),
+    |r| {
+        zset_op(
+            r.pick(&["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"]),
+            true,
+            r,
+        )
+    },
+    |r| {
+        let mut c = vec![word("ZINTERCARD")];
+        c.extend(keys_with_count(r));
+        if r.chance(30) {
+            c.extend([word("LIMIT"), count(r)]);
+        }
+        c
+    },
+    |r| {
+        // Small sets only: a listpack's ZSCAN answers everything at once, in order.
+        vec![
+            word("ZSCAN"),
+            key(r),
+            word("0"),
+            word("COUNT"),
+            word("1000"),
+        ]
+    },
+];
+
+/// A longitude and latitude, valid (distinct places) or not.
+fn lon_lat(r: &mut Rng) -> [Vec<u8>; 2] {
+    let (lon, lat) = [
+        ("13.361389", "38.115556"),
+        ("15.087269", "37.502669"),
+        ("2.3522", "48.8566"),
+        ("-0.1276", "51.5072"),
+        ("0", "0"),
+        ("-179.9", "85.05"),
+        ("180.5", "0"),
+        ("0", "86"),
+        ("abc", "1"),
+    ][r.below(9)];
+    [word(lon), word(lat)]
+}
+
+fn unit(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&["m", "km", "mi", "ft", "KM", "yd"]))
+}
+
+fn radius(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&["100", "200", "1000", "5000000", "0", "-1", "x"]))
+}
+
+/// WITHCOORD / WITHDIST / WITHHASH, a sort order (always: unsorted output order is the
+/// server's scan order), and sometimes COUNT (never ANY: which members it picks is unspecified).
+fn geo_reply_options(r: &mut Rng, c: &mut Cmd, with: bool) {
+    if with {
+        for opt in ["WITHCOORD", "WITHDIST", "WITHHASH"] {
+            if r.chance(30) {
+                c.push(word(opt));
+            }
+        }
+    }
+    c.push(word(r.pick(&["ASC", "DESC"])));
+    if r.chance(30) {
+        c.extend([word("COUNT"), count(r)]);
+    }
+}
+
+fn geo_search_body(r: &mut Rng, c: &mut Cmd) {
+    if r.chance(50) {
+        c.extend([word("FROMMEMBER"), member(r)]);
+    } else {
+        c.push(word("FROMLONLAT"));
+        c.extend(lon_lat(r));
+    }
+    if r.chance(60) {
+        c.extend([word("BYRADIUS"), radius(r), unit(r)]);
+    } else {
+        c.extend([word("BYBOX"), radius(r), radius(r), unit(r)]);
+    }
+}
+
+/// Geo commands.
+pub static GEO: &[Gen] = &[
+    |r| {
+        let mut c = vec![word("GEOADD"), key(r)];
+        for opt in ["NX", "XX", "CH"] {
+            if r.chance(10) {
+                c.push(word(opt));
+            }
+        }
+        for _ in 0..1 + r.below(3) {
+            c.extend(lon_lat(r));
+            c.push(member(r));
+        }
+        c
+    },
+    |r| make("GEOPOS", &[key, member, member], r),
+    |r| {
+        let mut c = make("GEODIST", &[key, member, member], r);
+        if r.chance(60) {
+            c.push(unit(r));
+        }
+        c
+    },
+    |r| make("GEOHASH", &[key, member, member], r),
+    |r| {
+        let mut c = vec![word(r.pick(&["GEOSEARCH", "GEOSEARCH"])), key(r)];
+        geo_search_body(r, &mut c);
+        geo_reply_options(r, &mut c, true);
+        c
+    },
+    |r| {
+        let mut c = vec![word("GEOSEARCHSTORE"), key(r), key(r)];
+        geo_search_body(r, &mut c);
+        geo_reply_options(r, &mut c, false);
+        if r.chance(40) {
+            c.push(word("STOREDIST"));
+        }
+        c
+    },
+    |r| {
+        let by_member = r.chance(50);
+        let name = match (by_member, r.chance(30)) {
+            (false, false) => "GEORADIUS",
+            (false, true) => "GEORADIUS_RO",
+            (true, false) => "GEORADIUSBYMEMBER",
+            (true, true) => "GEORADIUSBYMEMBER_RO",
+        };
+        let mut c = vec![word(name), key(r)];
+        if by_member {
+            c.push(member(r));
+        } else {
+            c.extend(lon_lat(r));
+        }
+        c.extend([radius(r), unit(r)]);
+        geo_reply_options(r, &mut c, true);
+        if !name.ends_with("_RO") && r.chance(30) {
+            c.extend([word(r.pick(&["STORE", "STOREDIST"])), key(r)]);
+        }
+        c
+    },
+];
+
 /// Every family that exists; a new family adds its table here.
 pub static FAMILIES: &[Family] = &[
     Family {
@@ -421,6 +768,16 @@ pub static FAMILIES: &[Family] = &[
         name: "server",
         commands: SERVER,
         weight: 1,
+    },
+    Family {
+        name: "zsets",
+        commands: ZSETS,
+        weight: 10,
+    },
+    Family {
+        name: "geo",
+        commands: GEO,
+        weight: 5,
     },
 ];
 
