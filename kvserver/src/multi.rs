@@ -372,9 +372,14 @@ async fn zmpop(
 ) {
     let (db, n) = (session.db, shard.n);
     let positions = spec.key_positions(args);
+    let after_keys = positions.last().map_or(args.len(), |&l| l + 1);
+    if after_keys >= args.len() {
+        // No MIN|MAX after the keys (the one-key form would misreport it as an arity error).
+        out.extend_from_slice(b"-ERR syntax error\r\n");
+        return;
+    }
     let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
     lock_all(shard, db, &all, true).await;
-    let after_keys = positions.last().map_or(args.len(), |&l| l + 1);
     let tail: Vec<Vec<u8>> = args[after_keys..].iter().map(|a| a.to_vec()).collect();
     let proto = session.proto;
     let mut reply = Vec::new();

@@ -564,8 +564,8 @@ fn zpop_generic(c: &mut Ctx<'_>, a: &[&[u8]], max: bool) {
         None => None,
         Some(n) => match args::int(n) {
             Ok(n) if n >= 0 => Some(n as usize),
-            Ok(_) => return reply_err(&mut c.out, OpError::NotPositive),
-            Err(e) => return reply_err(&mut c.out, e),
+            // Redis 7.0 gives this one text for negative and unparsable counts alike.
+            _ => return reply_err(&mut c.out, OpError::NotPositive),
         },
     };
     let popped = match pop_in(c.db, c.session.db, a[1], count.unwrap_or(1), max) {
@@ -725,6 +725,21 @@ fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn zscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    // As Redis: the cursor first, then the key (a missing key answers an empty scan whatever
+    // the options), then the options.
+    if let Err(m) = super::keys_api::parse_scan(&a[1..3]) {
+        return c.out.error(m);
+    }
+    let z = match get_z(c.db, c.session.db, a[1]) {
+        Err(e) => return reply_err(&mut c.out, e),
+        Ok(z) => z,
+    };
+    if z.is_none() {
+        c.out.array_len(2);
+        c.out.bulk(b"0");
+        c.out.array_len(0);
+        return;
+    }
     let s = match super::keys_api::parse_scan(&a[1..]) {
         Ok(s) => s,
         Err(m) => return c.out.error(m),
@@ -732,10 +747,6 @@ fn zscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if s.ty.is_some() {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    let z = match get_z(c.db, c.session.db, a[1]) {
-        Err(e) => return reply_err(&mut c.out, e),
-        Ok(z) => z,
-    };
     // The whole set in one reply with cursor 0: every member present for the whole scan is
     // returned, as SCAN promises (Redis does the same for listpack-encoded sets).
     let mut items = Vec::new();

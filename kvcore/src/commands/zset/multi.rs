@@ -118,8 +118,8 @@ fn generic(c: &mut Ctx<'_>, a: &[&[u8]], dst: Option<&[u8]>, nk: usize, op: Op, 
         } else if card && remaining >= 2 && args::is(a[j], "LIMIT") {
             match args::int(a[j + 1]) {
                 Ok(n) if n >= 0 => limit = n as usize,
-                Ok(_) => return c.out.error(b"ERR LIMIT can't be negative"),
-                Err(e) => return reply_err(&mut c.out, e),
+                // Redis reports an unparsable LIMIT as a negative one.
+                _ => return c.out.error(b"ERR LIMIT can't be negative"),
             }
             j += 2;
         } else {

@@ -133,6 +133,11 @@ fn parse(
     }
     let rev = rev.unwrap_or(false);
     let by = by.unwrap_or(By::Rank);
+    // Redis refuses LIMIT on a rank range only when it would limit something: a count of
+    // -1 ("no limit") passes, and then the offset is ignored too.
+    if by == By::Rank && matches!(limit, Some((_, l)) if l == -1) {
+        limit = None;
+    }
     if limit.is_some() && by == By::Rank {
         c.out.error(
             b"ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
