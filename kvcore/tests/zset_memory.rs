@@ -67,7 +67,14 @@ fn redis() -> Redis {
         .unwrap()
         .port();
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -100,7 +107,8 @@ fn pipeline(c: &mut TcpStream, cmds: &[Vec<String>]) -> Vec<u8> {
 }
 
 fn used_memory(c: &mut TcpStream) -> usize {
-    c.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n").unwrap();
+    c.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n")
+        .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     let mut buf = vec![0u8; 1 << 16];
     let n = c.read(&mut buf).unwrap();
@@ -134,7 +142,11 @@ fn shape(big: bool) -> Vec<(String, u64, String)> {
 fn measure(big: bool) {
     let items = shape(big);
     let n = items.len() as f64;
-    let name = if big { "1 set x 1M members" } else { "100k sets x 16 members" };
+    let name = if big {
+        "1 set x 1M members"
+    } else {
+        "100k sets x 16 members"
+    };
 
     let mut r = redis();
     let before = used_memory(&mut r.1);
