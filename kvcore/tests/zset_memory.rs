@@ -66,7 +66,7 @@ fn redis() -> Redis {
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new("redis-server")
+    let mut child = Command::new("redis-server")
         .args([
             "--port",
             &port.to_string(),
@@ -84,6 +84,8 @@ fn redis() -> Redis {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("redis-server did not start");
 }
 

@@ -58,10 +58,10 @@ fn hash(m: &[u8]) -> u64 {
     foldhash::fast::FixedState::with_seed(0x7a73_6574).hash_one(m)
 }
 
-/// The bytes of a table reference.
-fn ref_bytes<'a>(_set: &'a Big, r: MemberRef) -> &'a [u8] {
+/// The bytes of a table reference, borrowed for as long as the set is.
+fn ref_bytes(_set: &Big, r: MemberRef) -> &[u8] {
     // SAFETY: every reference in a set's table points to a member its tree owns, alive while
-    // the set is borrowed (the `'a` of `_set`).
+    // the set is borrowed (the elided lifetime ties the result to `_set`).
     unsafe { r.bytes() }
 }
 
@@ -106,9 +106,10 @@ impl Big {
         let member = Member::new(m, score);
         self.block_bytes += member.block_bytes();
         let r = member.as_ref();
-        // SAFETY (of the hasher): references in the table point to live members of this set.
-        self.map
-            .insert_unique(hash(m), r, |x| hash(unsafe { x.bytes() }));
+        self.map.insert_unique(hash(m), r, |x| {
+            // SAFETY: references in the table point to live members of this set.
+            hash(unsafe { x.bytes() })
+        });
         self.tree.insert(Entry { score, member });
         None
     }
