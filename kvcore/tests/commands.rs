@@ -542,3 +542,39 @@ fn geo_family() {
         ],
     );
 }
+
+/// ZRANDMEMBER: shapes of the replies (members are random).
+#[test]
+fn zrandmember_shapes() {
+    let (mut db, mut s) = setup();
+    run(
+        &mut db,
+        &mut s,
+        "ZADD z 1 a 2 b 3 c 4 d 5 e 6 f 7 g 8 h 9 i 10 j",
+    );
+    let one = run(&mut db, &mut s, "ZRANDMEMBER z");
+    assert!(one.starts_with("$1\r\n"), "{one}");
+    for (cmd, n) in [
+        ("ZRANDMEMBER z 2", 2),
+        ("ZRANDMEMBER z 9", 9),
+        ("ZRANDMEMBER z 50", 10),
+    ] {
+        let r = run(&mut db, &mut s, cmd);
+        assert!(r.starts_with(&format!("*{n}\r\n")), "{cmd}: {r}");
+        let mut members: Vec<&str> = r.split("\r\n").skip(2).step_by(2).collect();
+        members.retain(|m| !m.is_empty());
+        let count = members.len();
+        members.sort_unstable();
+        members.dedup();
+        assert_eq!(members.len(), count, "{cmd} repeated a member: {r}");
+    }
+    let rep = run(&mut db, &mut s, "ZRANDMEMBER z -30 WITHSCORES");
+    assert!(rep.starts_with("*60\r\n"), "{rep}");
+    assert_eq!(run(&mut db, &mut s, "ZRANDMEMBER z 0"), "*0\r\n");
+    assert_eq!(run(&mut db, &mut s, "ZRANDMEMBER nokey"), "$-1\r\n");
+    assert_eq!(run(&mut db, &mut s, "ZRANDMEMBER nokey 3"), "*0\r\n");
+    assert_eq!(
+        run(&mut db, &mut s, "ZRANDMEMBER z 1 x"),
+        "-ERR syntax error\r\n"
+    );
+}
