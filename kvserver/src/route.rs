@@ -3,7 +3,7 @@
 //! The slot is CRC16 (XMODEM) of the key, or of its `{hash tag}` when it has a non-empty one,
 //! modulo 16384. Shards own contiguous slot ranges, so the same numbers serve CLUSTER SLOTS later.
 
-use kvcore::commands::{flags, CommandSpec};
+use kvcore::commands::CommandSpec;
 use smallvec::SmallVec;
 
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
@@ -38,17 +38,10 @@ pub fn shard_of(key: &[u8], n: usize) -> usize {
     }
 }
 
-/// Indices of the key arguments of a call.
+/// Indices of the key arguments of a call (movable keys included: ZUNIONSTORE numkeys ...,
+/// GEORADIUS ... STORE key, OBJECT ENCODING key), as kvcore's table gives them.
 pub fn key_positions(spec: &CommandSpec, args: &[&[u8]]) -> SmallVec<[usize; 4]> {
-    if spec.has(flags::MOVABLE_KEYS) {
-        // OBJECT <sub> key, MEMORY USAGE key: the key is the third argument.
-        return if args.len() >= 3 {
-            SmallVec::from_slice(&[2])
-        } else {
-            SmallVec::new()
-        };
-    }
-    spec.key_indices(args.len()).collect()
+    spec.key_positions(args)
 }
 
 #[cfg(test)]
