@@ -30,8 +30,9 @@ unsafe impl Send for Member {}
 unsafe impl Sync for Member {}
 
 fn layout(len: usize) -> Layout {
-    // A set member is at most 512 MB (proto-max-bulk-len), far below isize::MAX.
-    Layout::from_size_align(HEADER + len, 8).unwrap_or_else(|_| Layout::new::<u64>())
+    // `len` fits in a u32 (checked in `new`), so the size is far below isize::MAX and this
+    // cannot fail; a wrong layout would be unsound, so there is no fallback.
+    Layout::from_size_align(HEADER + len, 8).expect("member block layout")
 }
 
 impl Member {
