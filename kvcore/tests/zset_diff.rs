@@ -129,7 +129,15 @@ fn member(r: &mut Rng) -> String {
 }
 
 fn geo_point(r: &mut Rng) -> (String, String) {
-    let (clon, clat) = [(13.4, 38.1), (-73.98, 40.75), (151.2, -33.87), (0.0, 0.0)][r.below(4)];
+    // Near the antimeridian and the poles too (some points fall outside and get errors).
+    let (clon, clat) = [
+        (13.4, 38.1),
+        (-73.98, 40.75),
+        (151.2, -33.87),
+        (0.0, 0.0),
+        (179.6, 84.6),
+        (-179.7, -70.0),
+    ][r.below(6)];
     let lon = clon + (r.below(200_000) as f64 - 100_000.0) / 100_000.0;
     let lat = clat + (r.below(200_000) as f64 - 100_000.0) / 100_000.0;
     (format!("{lon:.6}"), format!("{lat:.6}"))
