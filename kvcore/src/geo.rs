@@ -347,6 +347,26 @@ pub fn search_ranges(shape: Shape, lon: f64, lat: f64) -> Vec<(f64, f64)> {
     out
 }
 
+/// A distance as Redis replies it: `d * 10^4` rounded half to even to an integer (so the
+/// product's own rounding counts: 16044411.485749999 shows `16044411.4858`), printed with four
+/// decimals.
+pub fn distance_text(d: f64) -> String {
+    if d == 0.0 {
+        return "0.0000".to_string();
+    }
+    let scaled = (d * 10_000.0).round_ties_even();
+    if !scaled.is_finite() || scaled.abs() >= 9.2e18 {
+        return fixed(d, 4, false);
+    }
+    let v = scaled as i64;
+    let (sign, u) = if v < 0 {
+        ("-", v.unsigned_abs())
+    } else {
+        ("", v as u64)
+    };
+    format!("{sign}{}.{:04}", u / 10_000, u % 10_000)
+}
+
 /// `v` printed like C's `"%.<decimals>f"` (exact value, rounded half to even), then with
 /// trailing zeros and a trailing point removed when `trim` (Redis's "human" long doubles).
 pub fn fixed(v: f64, decimals: u32, trim: bool) -> String {

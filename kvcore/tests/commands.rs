@@ -618,6 +618,21 @@ fn zset_family_large_encoding() {
             ("OBJECT ENCODING small", "$8\r\nskiplist\r\n"),
             ("CONFIG GET zset-max-listpack-value", "*2\r\n$23\r\nzset-max-listpack-value\r\n$1\r\n2\r\n"),
             ("SCAN 0 TYPE string", "*2\r\n$1\r\n0\r\n*0\r\n"),
+            ("COPY z zc", ":1\r\n"),
+            ("ZADD zc 9 new", ":1\r\n"),
+            ("ZCARD z", ":2\r\n"),
+            ("ZRANGE zc 0 -1", "*3\r\n$1\r\nf\r\n$1\r\na\r\n$3\r\nnew\r\n"),
+            ("RENAME zc zr", "+OK\r\n"),
+            ("MOVE zr 1", ":1\r\n"),
+            ("SELECT 1", "+OK\r\n"),
+            ("ZSCORE zr new", "$1\r\n9\r\n"),
+            ("OBJECT ENCODING zr", "$8\r\nskiplist\r\n"),
+            ("GET zr", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            ("APPEND zr x", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            ("INCR zr", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            ("SET zr x", "+OK\r\n"),
+            ("ZADD zr 1 a", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
+            ("SELECT 0", "+OK\r\n"),
             ("DEL z", ":1\r\n"),
             ("SCAN 0 TYPE zset", "*2\r\n$1\r\n0\r\n*1\r\n$5\r\nsmall\r\n"),
         ],
@@ -672,5 +687,41 @@ fn geo_family() {
             ("OBJECT ENCODING Sicily", "$8\r\nlistpack\r\n"),
             ("TYPE Sicily", "+zset\r\n"),
         ],
+    );
+}
+
+/// ZRANDMEMBER: shapes of the replies (members are random).
+#[test]
+fn zrandmember_shapes() {
+    let (mut db, mut s) = setup();
+    run(
+        &mut db,
+        &mut s,
+        "ZADD z 1 a 2 b 3 c 4 d 5 e 6 f 7 g 8 h 9 i 10 j",
+    );
+    let one = run(&mut db, &mut s, "ZRANDMEMBER z");
+    assert!(one.starts_with("$1\r\n"), "{one}");
+    for (cmd, n) in [
+        ("ZRANDMEMBER z 2", 2),
+        ("ZRANDMEMBER z 9", 9),
+        ("ZRANDMEMBER z 50", 10),
+    ] {
+        let r = run(&mut db, &mut s, cmd);
+        assert!(r.starts_with(&format!("*{n}\r\n")), "{cmd}: {r}");
+        let mut members: Vec<&str> = r.split("\r\n").skip(2).step_by(2).collect();
+        members.retain(|m| !m.is_empty());
+        let count = members.len();
+        members.sort_unstable();
+        members.dedup();
+        assert_eq!(members.len(), count, "{cmd} repeated a member: {r}");
+    }
+    let rep = run(&mut db, &mut s, "ZRANDMEMBER z -30 WITHSCORES");
+    assert!(rep.starts_with("*60\r\n"), "{rep}");
+    assert_eq!(run(&mut db, &mut s, "ZRANDMEMBER z 0"), "*0\r\n");
+    assert_eq!(run(&mut db, &mut s, "ZRANDMEMBER nokey"), "$-1\r\n");
+    assert_eq!(run(&mut db, &mut s, "ZRANDMEMBER nokey 3"), "*0\r\n");
+    assert_eq!(
+        run(&mut db, &mut s, "ZRANDMEMBER z 1 x"),
+        "-ERR syntax error\r\n"
     );
 }

@@ -129,7 +129,15 @@ fn member(r: &mut Rng) -> String {
 }
 
 fn geo_point(r: &mut Rng) -> (String, String) {
-    let (clon, clat) = [(13.4, 38.1), (-73.98, 40.75), (151.2, -33.87), (0.0, 0.0)][r.below(4)];
+    // Near the antimeridian and the poles too (some points fall outside and get errors).
+    let (clon, clat) = [
+        (13.4, 38.1),
+        (-73.98, 40.75),
+        (151.2, -33.87),
+        (0.0, 0.0),
+        (179.6, 84.6),
+        (-179.7, -70.0),
+    ][r.below(6)];
     let lon = clon + (r.below(200_000) as f64 - 100_000.0) / 100_000.0;
     let lat = clat + (r.below(200_000) as f64 - 100_000.0) / 100_000.0;
     (format!("{lon:.6}"), format!("{lat:.6}"))
@@ -140,7 +148,7 @@ fn command(r: &mut Rng) -> Vec<String> {
     let k2 = r.pick(KEYS).to_string();
     let mut v: Vec<String> = Vec::new();
     let s = |x: &str| x.to_string();
-    match r.below(40) {
+    match r.below(41) {
         0..=7 => {
             v.push(s("ZADD"));
             v.push(k);
@@ -370,6 +378,31 @@ fn command(r: &mut Rng) -> Vec<String> {
                 v.push(s("STOREDIST"));
             }
         }
+        39 if r.chance(50) => {
+            let g = r.pick(&["g0", "g1"]).to_string();
+            if r.chance(50) {
+                let (lon, lat) = geo_point(r);
+                v.extend([s(r.pick(&["GEORADIUS", "GEORADIUS_RO"])), g, lon, lat]);
+            } else {
+                v.extend([
+                    s(r.pick(&["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"])),
+                    g,
+                    format!("p{}", r.below(60)),
+                ]);
+            }
+            v.extend([(1 + r.below(150)).to_string(), s("km")]);
+            if r.chance(50) {
+                v.push(s(r.pick(&["ASC", "DESC"])));
+            }
+            if r.chance(30) {
+                v.extend([s("COUNT"), (1 + r.below(5)).to_string()]);
+            }
+            if !v[0].ends_with("_RO") && r.chance(30) {
+                v.extend([s(r.pick(&["STORE", "STOREDIST"])), s("gs")]);
+            } else if r.chance(40) {
+                v.push(s(r.pick(&["WITHDIST", "WITHCOORD", "WITHHASH"])));
+            }
+        }
         _ => {
             let n = r.pick(&["4", "8", "128"]);
             v.extend([s("CONFIG"), s("SET"), s("zset-max-listpack-entries"), s(n)]);
@@ -383,13 +416,24 @@ fn command(r: &mut Rng) -> Vec<String> {
 
 #[test]
 fn random_sequences_match_redis() {
+    run(false);
+}
+
+/// The same with both sides speaking RESP3 (`HELLO 3`): nested pairs, doubles, nulls.
+#[test]
+fn random_sequences_match_redis_resp3() {
+    run(true);
+}
+
+fn run(resp3: bool) {
     let Some(mut redis) = Redis::start() else {
         panic!("redis-server could not be started (scripts/test installs it)");
     };
     let seed: u64 = std::env::var("ZSET_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_2026);
+        .unwrap_or(0x5eed_2026)
+        + u64::from(resp3);
     let steps: usize = std::env::var("ZSET_DIFF_STEPS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -397,6 +441,12 @@ fn random_sequences_match_redis() {
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let mut db = Db::new();
     let mut session = Session::default();
+    if resp3 {
+        let hello: Vec<Vec<u8>> = vec![b"HELLO".to_vec(), b"3".to_vec()];
+        redis.call(&hello);
+        let mut out = Vec::new();
+        db.dispatch(&mut session, &[b"HELLO", b"3"], &mut out);
+    }
     // Searches that found something, and non-empty range replies: the sequence must exercise
     // real data, not only empty keys and errors.
     let (mut geo_found, mut ranges_found) = (0usize, 0usize);
@@ -412,7 +462,7 @@ fn random_sequences_match_redis() {
         db.dispatch(&mut session, &refs, &mut got);
         assert!(
             got == want,
-            "mismatch (seed {seed}, step {step}) on: {}\n ours:  {:?}\n redis: {:?}",
+            "mismatch (seed {seed}, resp3 {resp3}, step {step}) on: {}\n ours:  {:?}\n redis: {:?}",
             cmd.join(" "),
             String::from_utf8_lossy(&got),
             String::from_utf8_lossy(&want)

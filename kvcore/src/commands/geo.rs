@@ -188,7 +188,7 @@ fn human(w: &mut ReplyWriter<'_>, v: f64) {
 }
 
 fn distance_reply(w: &mut ReplyWriter<'_>, d: f64) {
-    w.bulk(geo::fixed(d, 4, false).as_bytes());
+    w.bulk(geo::distance_text(d).as_bytes());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,24 +6,24 @@
 //!   Every operation is a linear walk over a few kilobytes at most.
 //! - **skiplist** (the name Redis reports; here [`Big`]): a hash table member → score for O(1)
 //!   ZSCORE and membership, plus an order-statistic B+tree ([`tree::Tree`]) over
-//!   `(score, member)` for O(log n) rank, select and range starts. Each member's bytes are
-//!   allocated once, in an `Arc<[u8]>` shared by the table and the tree (safe sharing, one
-//!   allocation, no unsafe code).
+//!   `(score, member)` for O(log n) rank, select and range starts. Each member is allocated
+//!   once ([`member::Member`]: score, length and bytes behind a thin pointer), owned by the
+//!   tree and referenced by the table.
 //!
 //! A set converts to the large encoding when an insert would pass either limit and never
 //! converts back in place (Redis converts back only when it builds a new set, as the *STORE
 //! commands do; [`ZSet::from_sorted`] does the same). Scores are never NaN; `-0` and `0` compare
 //! equal and ties order by member bytes.
 
+pub mod bounds;
 pub mod listpack;
 pub mod member;
 pub mod tree;
 
-use std::sync::Arc;
-
 use hashbrown::HashTable;
 
 use listpack::{cmp_entry, Listpack};
+use member::{Member, MemberRef};
 use tree::{Entry, Tree};
 
 /// The encoding limits, from the configuration.
@@ -43,11 +43,14 @@ impl Limits {
 }
 
 /// The large encoding: member → score table plus the ordered index.
-#[derive(Clone, Debug, Default)]
+///
+/// The tree owns the members; the table holds references to them (see [`member`] for the
+/// invariant).
+#[derive(Debug, Default)]
 pub struct Big {
-    map: HashTable<(Arc<[u8]>, f64)>,
+    map: HashTable<MemberRef>,
     tree: Tree,
-    member_bytes: usize,
+    block_bytes: usize,
 }
 
 fn hash(m: &[u8]) -> u64 {
@@ -55,40 +58,75 @@ fn hash(m: &[u8]) -> u64 {
     foldhash::fast::FixedState::with_seed(0x7a73_6574).hash_one(m)
 }
 
+/// The bytes of a table reference, borrowed for as long as the set is.
+fn ref_bytes(_set: &Big, r: MemberRef) -> &[u8] {
+    // SAFETY: every reference in a set's table points to a member its tree owns, alive while
+    // the set is borrowed (the elided lifetime ties the result to `_set`).
+    unsafe { r.bytes() }
+}
+
+impl Clone for Big {
+    fn clone(&self) -> Self {
+        let mut b = Big::default();
+        self.tree.walk(0, false, |e| {
+            b.upsert(e.member.bytes(), e.score);
+            true
+        });
+        b
+    }
+}
+
 impl Big {
+    fn find(&self, m: &[u8]) -> Option<MemberRef> {
+        self.map
+            .find(hash(m), |r| ref_bytes(self, *r) == m)
+            .copied()
+    }
+
     fn score(&self, m: &[u8]) -> Option<f64> {
-        self.map.find(hash(m), |(k, _)| &**k == m).map(|(_, s)| *s)
+        // SAFETY: the reference comes from this set's table (see `ref_bytes`).
+        self.find(m).map(|r| unsafe { r.score() })
     }
 
     fn upsert(&mut self, m: &[u8], score: f64) -> Option<f64> {
-        let h = hash(m);
-        match self.map.entry(h, |(k, _)| &**k == m, |(k, _)| hash(k)) {
-            hashbrown::hash_table::Entry::Occupied(mut o) => {
-                let (k, s) = o.get_mut();
-                let old = *s;
-                if old.to_bits() != score.to_bits() {
-                    *s = score;
-                    let k = k.clone();
-                    self.tree.remove(old, &k);
-                    self.tree.insert(Entry { score, member: k });
+        if let Some(r) = self.find(m) {
+            // SAFETY: the reference comes from this set's table (see `ref_bytes`).
+            let old = unsafe { r.score() };
+            if old.to_bits() != score.to_bits() {
+                // The block moves with its entry; the table's reference stays valid.
+                if let Some(mut e) = self.tree.remove(old, m) {
+                    debug_assert!(r.is(&e.member));
+                    e.score = score;
+                    e.member.set_score(score);
+                    self.tree.insert(e);
                 }
-                Some(old)
             }
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                let k: Arc<[u8]> = Arc::from(m);
-                v.insert((k.clone(), score));
-                self.member_bytes += m.len();
-                self.tree.insert(Entry { score, member: k });
-                None
-            }
+            return Some(old);
         }
+        let member = Member::new(m, score);
+        self.block_bytes += member.block_bytes();
+        let r = member.as_ref();
+        self.map.insert_unique(hash(m), r, |x| {
+            // SAFETY: references in the table point to live members of this set.
+            hash(unsafe { x.bytes() })
+        });
+        self.tree.insert(Entry { score, member });
+        None
     }
 
     fn remove(&mut self, m: &[u8]) -> Option<f64> {
-        let o = self.map.find_entry(hash(m), |(k, _)| &**k == m).ok()?;
-        let ((k, s), _) = o.remove();
-        self.tree.remove(s, &k);
-        self.member_bytes -= k.len();
+        let h = hash(m);
+        // SAFETY: references in the table point to live members of this set; the member is
+        // dropped by the tree only after its reference left the table.
+        let o = self.map.find_entry(h, |r| unsafe { r.bytes() } == m).ok()?;
+        let (r, _) = o.remove();
+        // SAFETY: the member is still owned by the tree.
+        let s = unsafe { r.score() };
+        let e = self.tree.remove(s, m);
+        debug_assert!(e.is_some());
+        if let Some(e) = e {
+            self.block_bytes -= e.member.block_bytes();
+        }
         Some(s)
     }
 }
@@ -278,7 +316,7 @@ impl ZSet {
                 let from = if rev { end - 1 } else { start };
                 b.tree.walk(from, rev, |e| {
                     left -= 1;
-                    f(&e.member, e.score) && left > 0
+                    f(e.member.bytes(), e.score) && left > 0
                 });
             }
         }
@@ -311,9 +349,9 @@ impl ZSet {
         match self {
             ZSet::Listpack(l) => l.remove_ranks(start, end),
             ZSet::Big(b) => {
-                let mut victims: Vec<Arc<[u8]>> = Vec::with_capacity(end - start);
+                let mut victims: Vec<Vec<u8>> = Vec::with_capacity(end - start);
                 b.tree.walk(start, false, |e| {
-                    victims.push(e.member.clone());
+                    victims.push(e.member.bytes().to_vec());
                     victims.len() < end - start
                 });
                 for m in &victims {
@@ -332,9 +370,7 @@ impl ZSet {
                 std::mem::size_of::<Big>()
                     + b.map.allocation_size()
                     + b.tree.heap_bytes()
-                    // Each member: its Arc allocation (two counters + bytes).
-                    + b.member_bytes
-                    + b.map.len() * 16
+                    + b.block_bytes
             }
         }
     }

@@ -705,16 +705,29 @@ fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
         Some(n) => {
             let n = (n as usize).min(len);
-            // Distinct ranks: a partial Fisher-Yates shuffle over a window of rank indices.
-            let mut ranks: Vec<usize> = (0..len).collect();
-            for i in 0..n {
-                let j = i + next(len - i);
-                ranks.swap(i, j);
-            }
-            let mut chosen = ranks[..n].to_vec();
-            if n == len {
-                chosen.sort_unstable();
-            }
+            // Distinct ranks: a partial Fisher-Yates shuffle when most of the set is wanted,
+            // otherwise random ranks with duplicates rejected (memory O(count), not O(size)).
+            let chosen: Vec<usize> = if n == len {
+                (0..len).collect()
+            } else if n * 3 > len {
+                let mut ranks: Vec<usize> = (0..len).collect();
+                for i in 0..n {
+                    let j = i + next(len - i);
+                    ranks.swap(i, j);
+                }
+                ranks.truncate(n);
+                ranks
+            } else {
+                let mut seen = std::collections::HashSet::with_capacity(n);
+                let mut out = Vec::with_capacity(n);
+                while out.len() < n {
+                    let r = next(len);
+                    if seen.insert(r) {
+                        out.push(r);
+                    }
+                }
+                out
+            };
             let per = if withscores && !nested { 2 } else { 1 };
             c.out.array_len(n * per);
             for r in chosen {

@@ -1,12 +1,12 @@
 //! ZRANGE in all its forms (by rank, score or lex, reversed, limited, stored), ZCOUNT,
 //! ZLEXCOUNT and ZREMRANGEBY*. Every range becomes a rank range `start..end` of the set first
-//! (see [`crate::zset::member`]); listing, counting and removing are rank arithmetic after that.
+//! (see [`crate::zset::bounds`]); listing, counting and removing are rank arithmetic after that.
 
 use super::{get_z, get_z_mut, is_resp3, limits, store, write_pair};
 use crate::commands::strings::reply_err;
 use crate::commands::{args, Ctx};
 use crate::error::OpError;
-use crate::zset::member::{LexRange, ScoreRange};
+use crate::zset::bounds::{LexRange, ScoreRange};
 use crate::zset::ZSet;
 
 const NOT_FLOAT: &[u8] = b"ERR min or max is not a float";
