@@ -121,10 +121,30 @@ pub fn decode(c: Cell) -> Area {
     decode_in(c, (LONG_MIN, LONG_MAX), (LAT_MIN, LAT_MAX))
 }
 
+/// `(uint64_t)score` as Redis's x86-64 build computes it, for scores that are not geohashes
+/// (a ZADD can store any score): below 2^63 a truncation to `i64` reinterpreted (so -3 becomes
+/// 2^64-3), above it a truncation of `score - 2^63` with the top bit flipped; out-of-range and
+/// NaN truncations give `i64::MIN` (the CPU's "integer indefinite").
+fn c_double_to_u64(score: f64) -> u64 {
+    const TWO63: f64 = 9_223_372_036_854_775_808.0;
+    let cvtt = |x: f64| -> i64 {
+        if x.is_nan() || !(-TWO63..TWO63).contains(&x) {
+            i64::MIN
+        } else {
+            x as i64
+        }
+    };
+    if score < TWO63 {
+        cvtt(score) as u64
+    } else {
+        (cvtt(score - TWO63) as u64) ^ (1 << 63)
+    }
+}
+
 /// The position a stored score stands for: its cell's centre, clamped.
 pub fn position(score: f64) -> (f64, f64) {
     let a = decode(Cell {
-        bits: score as u64,
+        bits: c_double_to_u64(score),
         step: STEP_MAX,
     });
     let lon = ((a.lon.0 + a.lon.1) / 2.0).clamp(LONG_MIN, LONG_MAX);

@@ -725,3 +725,22 @@ fn zrandmember_shapes() {
         "-ERR syntax error\r\n"
     );
 }
+
+/// GEOPOS and GEOHASH of members whose scores are not geohashes (any ZADD score): positions
+/// as Redis's `(uint64_t)score` conversion makes them; bytes from redis-server 7.0.15.
+#[test]
+fn geo_of_arbitrary_scores() {
+    let (mut db, mut s) = setup();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("ZADD z -3 d 1e300 b -0 z", ":3\r\n"),
+            (
+                "GEOPOS z d",
+                "*1\r\n*2\r\n$3\r\n180\r\n$19\r\n85.0511287799999991\r\n",
+            ),
+            ("GEOHASH z b", "*1\r\n$11\r\n00bh0hbj200\r\n"),
+        ],
+    );
+}

@@ -506,16 +506,20 @@ fn zrange_options(r: &mut Rng, c: &mut Cmd, withscores: bool) {
     }
 }
 
-/// ZRANGE / ZRANGESTORE body: key(s), bounds by rank, score or lex, options.
+/// The one key lex-range commands use. Redis leaves their result unspecified when members
+/// have different scores (its answer then depends on its skiplist's shape), so only this key,
+/// written by a score-0 ZADD alone, sees them.
+fn lex_key(_: &mut Rng) -> Vec<u8> {
+    word("L")
+}
+
+/// ZRANGE / ZRANGESTORE after the name (and destination): source key, bounds by rank, score
+/// or lex, options.
 fn zrange_body(r: &mut Rng, c: &mut Cmd, withscores: bool) {
     match r.below(3) {
-        0 => c.extend([rank(r), rank(r)]),
-        1 => {
-            c.extend([score_bound(r), score_bound(r), word("BYSCORE")]);
-        }
-        _ => {
-            c.extend([lex_bound(r), lex_bound(r), word("BYLEX")]);
-        }
+        0 => c.extend([key(r), rank(r), rank(r)]),
+        1 => c.extend([key(r), score_bound(r), score_bound(r), word("BYSCORE")]),
+        _ => c.extend([lex_key(r), lex_bound(r), lex_bound(r), word("BYLEX")]),
     }
     zrange_options(r, c, withscores);
 }
@@ -547,14 +551,21 @@ pub static ZSETS: &[Gen] = &[
     |r| make(r.pick(&["ZRANK", "ZREVRANK"]), &[key, member], r),
     |r| make("ZCARD", &[key], r),
     |r| make("ZCOUNT", &[key, score_bound, score_bound], r),
-    |r| make("ZLEXCOUNT", &[key, lex_bound, lex_bound], r),
+    |r| make("ZLEXCOUNT", &[lex_key, lex_bound, lex_bound], r),
     |r| {
-        let mut c = vec![word("ZRANGE"), key(r)];
+        let mut c = vec![word("ZADD"), word("L")];
+        for _ in 0..1 + r.below(3) {
+            c.extend([word("0"), member(r)]);
+        }
+        c
+    },
+    |r| {
+        let mut c = vec![word("ZRANGE")];
         zrange_body(r, &mut c, true);
         c
     },
     |r| {
-        let mut c = vec![word("ZRANGESTORE"), key(r), key(r)];
+        let mut c = vec![word("ZRANGESTORE"), key(r)];
         zrange_body(r, &mut c, false);
         c
     },
@@ -571,7 +582,7 @@ pub static ZSETS: &[Gen] = &[
     },
     |r| {
         let name = r.pick(&["ZRANGEBYLEX", "ZREVRANGEBYLEX"]);
-        let mut c = make(name, &[key, lex_bound, lex_bound], r);
+        let mut c = make(name, &[lex_key, lex_bound, lex_bound], r);
         if r.chance(25) {
             c.extend([word("LIMIT"), rank(r), count(r)]);
         }
@@ -586,7 +597,7 @@ pub static ZSETS: &[Gen] = &[
     },
     |r| make("ZREMRANGEBYRANK", &[key, rank, rank], r),
     |r| make("ZREMRANGEBYSCORE", &[key, score_bound, score_bound], r),
-    |r| make("ZREMRANGEBYLEX", &[key, lex_bound, lex_bound], r),
+    |r| make("ZREMRANGEBYLEX", &[lex_key, lex_bound, lex_bound], r),
     |r| {
         let mut c = make(r.pick(&["ZPOPMIN", "ZPOPMAX"]), &[key], r);
         if r.chance(50) {
