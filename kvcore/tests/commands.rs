@@ -459,7 +459,11 @@ fn unknown_command_text_stops_at_nul() {
     assert_eq!(out, b"-ERR unknown subcommand 'f'. Try CONFIG HELP.\r\n");
 }
 
-/// INCRBYFLOAT reads its operand (and the stored value) as `strtold` does.
+/// Redis's reply to `INCRBYFLOAT g 1e400` on a missing or small key.
+const BIG_1E400: &str = "$401\r\n10000000000000000000281880683947586514586453433629052038625910693539685534008629862039363994848324160522094053927317616200295822777259255734023828976593340661017797447434546173917862448116674971723778943824391593338047470675026246684401359237513603830343735485505244955964979021825038280091068414947402456898653040951017512658092615827588920183472511643316591362664138176309734806343732497430221946880\r\n";
+
+/// INCRBYFLOAT reads its operand (and the stored value) as `strtold` does, and adds in
+/// `long double`.
 #[test]
 fn incrbyfloat_parses_like_strtold() {
     let (mut db, mut s) = setup();
@@ -485,10 +489,16 @@ fn incrbyfloat_parses_like_strtold() {
                 "INCRBYFLOAT f 0x1p99999",
                 "-ERR value is not a valid float\r\n",
             ),
+            ("INCRBYFLOAT g 1e400", BIG_1E400),
+            ("SET h 1e4932", "+OK\r\n"),
             (
-                "INCRBYFLOAT f 1e400",
+                "INCRBYFLOAT h 1.18e4932",
                 "-ERR increment would produce NaN or Infinity\r\n",
             ),
+            ("SET x 0.1", "+OK\r\n"),
+            ("INCRBYFLOAT x 0.2", "$3\r\n0.3\r\n"),
+            ("SET x 9223372036854775807", "+OK\r\n"),
+            ("INCRBYFLOAT x 0", "$19\r\n9223372036854775807\r\n"),
             ("INCRBYFLOAT f 1e", "-ERR value is not a valid float\r\n"),
             ("INCRBYFLOAT f 0x", "-ERR value is not a valid float\r\n"),
             ("INCRBYFLOAT f nan", "-ERR value is not a valid float\r\n"),

@@ -123,13 +123,36 @@ fn int(r: &mut Rng) -> Vec<u8> {
     }
 }
 
-/// INCRBYFLOAT operands. Not here: sums beyond `f64` but within `long double` (`1e400`),
-/// which Redis adds and we refuse (the known difference in `kvcore::resp::float`).
-#[allow(dead_code)]
+/// INCRBYFLOAT operands: ordinary, beyond `f64`, beyond `long double`, malformed.
 fn float(r: &mut Rng) -> Vec<u8> {
     const FLOATS: &[&str] = &[
-        "1.5", "-0.5", "0", "1e3", "inf", "-inf", "nan", "abc", "0x10", "1e5000", "1e-400", "",
-        "3.0e-2", "+.5", "1.", " 1", "1e", "10.1", "-1e-5", "5", "0x1p-3",
+        "1.5",
+        "-0.5",
+        "0",
+        "1e3",
+        "inf",
+        "-inf",
+        "nan",
+        "abc",
+        "0x10",
+        "1e5000",
+        "1e-400",
+        "",
+        "3.0e-2",
+        "+.5",
+        "1.",
+        " 1",
+        "1e",
+        "10.1",
+        "-1e-5",
+        "5",
+        "0x1p-3",
+        "1e400",
+        "0.1",
+        "1.18e4932",
+        "-1.1e4932",
+        "12345.6",
+        "1e-17",
     ];
     r.pick(FLOATS).as_bytes().to_vec()
 }
@@ -288,7 +311,7 @@ pub static STRINGS: &[Gen] = &[
     },
     |r| make(r.pick(&["INCR", "DECR"]), &[key], r),
     |r| make(r.pick(&["INCRBY", "DECRBY"]), &[key, int], r),
-    //TMP |r| make("INCRBYFLOAT", &[key, float], r),
+    |r| make("INCRBYFLOAT", &[key, float], r),
 ];
 
 /// Keys: deletion, existence, expiry, renaming, copying, listing.
