@@ -509,3 +509,34 @@ fn incrbyfloat_parses_like_strtold() {
         ],
     );
 }
+
+/// A key lives until the clock passes its deadline (Redis's `now > when`): at the deadline
+/// it is still there with a PTTL of 0, one millisecond later it is gone.
+#[test]
+fn a_key_expires_after_its_deadline_not_at_it() {
+    let (mut db, mut s) = setup();
+    check(&mut db, &mut s, &[("SET k v PX 100", "+OK\r\n")]);
+    db.clock_mut().advance(100);
+    db.refresh_clock();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("PTTL k", ":0\r\n"),
+            ("TTL k", ":0\r\n"),
+            ("GET k", "$1\r\nv\r\n"),
+            ("KEYS *", "*1\r\n$1\r\nk\r\n"),
+        ],
+    );
+    db.clock_mut().advance(1);
+    db.refresh_clock();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("GET k", "$-1\r\n"),
+            ("PTTL k", ":-2\r\n"),
+            ("KEYS *", "*0\r\n"),
+        ],
+    );
+}
