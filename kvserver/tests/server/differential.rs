@@ -628,15 +628,17 @@ fn normalize(cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
     out
 }
 
-/// Whether two replies agree, allowing the clock tick between the two servers for TTLs.
-fn same(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8]) -> bool {
+/// Whether two replies agree. Relative deadlines are computed from each server's own clock,
+/// so TTL-like replies may differ by the time that can pass between the two servers running
+/// the same command: at most `skew_ms`, the longest batch round trip so far.
+fn same(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8], skew_ms: u64) -> bool {
     if ours == theirs {
         return true;
     }
     let name = cmd[0].to_ascii_uppercase();
     let slack = match &name[..] {
-        b"TTL" | b"EXPIRETIME" => 1,
-        b"PTTL" | b"PEXPIRETIME" => 500,
+        b"TTL" | b"EXPIRETIME" => skew_ms / 1000 + 1,
+        b"PTTL" | b"PEXPIRETIME" => skew_ms + 1,
         _ => return false,
     };
     let int = |r: &[u8]| match parse_reply(r) {
@@ -658,16 +660,19 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
         assert_eq!(c.pipeline(&[vec![word("FLUSHALL")]]), [b"+OK\r\n"]);
     }
     // Pipelines of a bounded size: neither side's buffers fill while the other waits.
+    let mut skew_ms = 0;
     for (b, batch) in cmds.chunks(64).enumerate() {
         // Both servers get the batch before either is read: their clocks stay close.
+        let sent = Instant::now();
         ours.send(batch);
         theirs.send(batch);
         let a = ours.receive(batch);
         let z = theirs.receive(batch);
+        skew_ms = skew_ms.max(sent.elapsed().as_millis() as u64 + 1);
         for (j, cmd) in batch.iter().enumerate() {
             let a = normalize(cmd, a[j].clone());
             let z = normalize(cmd, z[j].clone());
-            if !same(cmd, &a, &z) {
+            if !same(cmd, &a, &z, skew_ms) {
                 return Some((b * 64 + j, a, z));
             }
         }
