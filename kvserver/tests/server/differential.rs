@@ -157,8 +157,13 @@ fn float(r: &mut Rng) -> Vec<u8> {
     r.pick(FLOATS).as_bytes().to_vec()
 }
 
-/// A relative expire in seconds: long enough to outlive a run, or invalid.
+/// A relative expire in seconds: long enough to outlive a run, or invalid. Mostly random,
+/// so that two relative deadlines rarely tie: whether `EXPIRE k t GT` after `SETEX k t v`
+/// succeeds depends on whether a millisecond passed between them, on either server.
 fn seconds(r: &mut Rng) -> Vec<u8> {
+    if r.chance(60) {
+        return (100 + r.below(1_000_000)).to_string().into_bytes();
+    }
     const S: &[&str] = &[
         "100",
         "1000",
@@ -175,6 +180,9 @@ fn seconds(r: &mut Rng) -> Vec<u8> {
 }
 
 fn millis(r: &mut Rng) -> Vec<u8> {
+    if r.chance(60) {
+        return (100_000 + r.below(1_000_000_000)).to_string().into_bytes();
+    }
     const MS: &[&str] = &[
         "100000",
         "2000000",

@@ -54,8 +54,13 @@ fn raise_nofile(want: u64) {
     };
     // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    assert!(
+        lim.rlim_max >= want,
+        "this test needs {want} open files; the hard limit is {} (ulimit -Hn)",
+        lim.rlim_max
+    );
     if lim.rlim_cur < want {
-        lim.rlim_cur = want.min(lim.rlim_max);
+        lim.rlim_cur = want;
         // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is allowed.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
     }
