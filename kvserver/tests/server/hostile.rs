@@ -46,7 +46,8 @@ fn wait_for_clients(s: &mut TcpStream, n: u64) {
     }
 }
 
-/// Raises this process's open-file limit (inherited by servers started afterwards).
+/// Raises this process's open-file limit to the hard limit, which must allow `want`
+/// (servers started afterwards inherit it).
 fn raise_nofile(want: u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -59,8 +60,9 @@ fn raise_nofile(want: u64) {
         "this test needs {want} open files; the hard limit is {} (ulimit -Hn)",
         lim.rlim_max
     );
-    if lim.rlim_cur < want {
-        lim.rlim_cur = want;
+    // Up to the hard limit: tests running at the same time share this process's limit.
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
         // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is allowed.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
     }
