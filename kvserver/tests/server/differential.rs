@@ -638,15 +638,16 @@ fn normalize(cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
 
 /// Whether two replies agree. Relative deadlines are computed from each server's own clock,
 /// so TTL-like replies may differ by the time that can pass between the two servers running
-/// the same command: at most `skew_ms`, the longest batch round trip so far.
+/// the same command, once when the deadline was set and once when it is read: each at most
+/// `skew_ms`, the longest batch round trip so far.
 fn same(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8], skew_ms: u64) -> bool {
     if ours == theirs {
         return true;
     }
     let name = cmd[0].to_ascii_uppercase();
     let slack = match &name[..] {
-        b"TTL" | b"EXPIRETIME" => skew_ms / 1000 + 1,
-        b"PTTL" | b"PEXPIRETIME" => skew_ms + 1,
+        b"TTL" | b"EXPIRETIME" => 2 * skew_ms / 1000 + 1,
+        b"PTTL" | b"PEXPIRETIME" => 2 * skew_ms + 1,
         _ => return false,
     };
     let int = |r: &[u8]| match parse_reply(r) {
