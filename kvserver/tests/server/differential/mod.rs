@@ -255,16 +255,41 @@ fn sequence(seed: u64, len: usize) -> Vec<Cmd> {
     (0..len).map(|_| generate(&mut r)).collect()
 }
 
+/// Commands whose reply depends on when each server ran them (relative deadlines): a
+/// mismatch of one of these that does not come back on replay is clock timing, not a bug.
+const CLOCK_SENSITIVE: &[&[u8]] = &[
+    b"EXPIRE",
+    b"PEXPIRE",
+    b"TTL",
+    b"PTTL",
+    b"EXPIRETIME",
+    b"PEXPIRETIME",
+];
+
 /// Runs one seed; on a mismatch, shrinks it and panics with the seed and the sequence.
-fn run_seed(pair: &Pair, seed: u64, len: usize) {
+/// Returns whether a clock-sensitive mismatch was seen once and not on replay (counted and
+/// printed, not fatal).
+fn run_seed(pair: &Pair, seed: u64, len: usize) -> bool {
     let cmds = sequence(seed, len);
     let Some((i, ours, theirs)) = first_mismatch(pair, &cmds) else {
-        return;
+        return false;
     };
+    let again = first_mismatch(pair, &cmds[..=i]);
+    let name = cmds[i][0].to_ascii_uppercase();
+    if again.is_none() && CLOCK_SENSITIVE.contains(&name.as_slice()) {
+        eprintln!(
+            "seed {seed}: command {i} ({}) differed once, not on replay (clock timing): \
+             kvserver {:?}, redis {:?}",
+            show(&cmds[i]),
+            String::from_utf8_lossy(&ours),
+            String::from_utf8_lossy(&theirs)
+        );
+        return true;
+    }
     let minimal = shrink(pair, cmds[..=i].to_vec());
     let Some((j, ours, theirs)) = first_mismatch(pair, &minimal) else {
         panic!(
-            "seed {seed}: command {i} ({}) differed once and not on replay (timing?): \
+            "seed {seed}: command {i} ({}) differed once and not on replay: \
              kvserver {:?}, redis {:?}",
             show(&cmds[i]),
             String::from_utf8_lossy(&ours),
@@ -304,14 +329,15 @@ fn differential_against_redis() {
     let first = env_u64("KV_DIFF_SEED");
     let started = Instant::now();
     let mut seeds = 0u64;
+    let mut timing = 0u64;
     match (seconds, first) {
         (None, Some(seed)) => {
-            run_seed(&pair, seed, len);
+            timing += u64::from(run_seed(&pair, seed, len));
             seeds = 1;
         }
         (None, None) => {
             for seed in 0..30 {
-                run_seed(&pair, seed, len);
+                timing += u64::from(run_seed(&pair, seed, len));
                 seeds += 1;
             }
         }
@@ -324,7 +350,7 @@ fn differential_against_redis() {
                     << 16
             });
             while started.elapsed() < Duration::from_secs(secs) {
-                run_seed(&pair, seed, len);
+                timing += u64::from(run_seed(&pair, seed, len));
                 seed += 1;
                 seeds += 1;
             }
@@ -332,7 +358,8 @@ fn differential_against_redis() {
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!(
-        "differential: {seeds} seeds x {len} commands = {} commands in {elapsed:.1} s ({:.0}/s), no mismatch",
+        "differential: {seeds} seeds x {len} commands = {} commands in {elapsed:.1} s ({:.0}/s), \
+         no mismatch ({timing} clock-timing differences that did not replay)",
         seeds * len as u64,
         (seeds * len as u64) as f64 / elapsed
     );
