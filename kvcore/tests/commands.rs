@@ -459,7 +459,11 @@ fn unknown_command_text_stops_at_nul() {
     assert_eq!(out, b"-ERR unknown subcommand 'f'. Try CONFIG HELP.\r\n");
 }
 
-/// INCRBYFLOAT reads its operand (and the stored value) as `strtold` does.
+/// Redis's reply to `INCRBYFLOAT g 1e400` on a missing or small key.
+const BIG_1E400: &str = "$401\r\n10000000000000000000281880683947586514586453433629052038625910693539685534008629862039363994848324160522094053927317616200295822777259255734023828976593340661017797447434546173917862448116674971723778943824391593338047470675026246684401359237513603830343735485505244955964979021825038280091068414947402456898653040951017512658092615827588920183472511643316591362664138176309734806343732497430221946880\r\n";
+
+/// INCRBYFLOAT reads its operand (and the stored value) as `strtold` does, and adds in
+/// `long double`.
 #[test]
 fn incrbyfloat_parses_like_strtold() {
     let (mut db, mut s) = setup();
@@ -485,10 +489,16 @@ fn incrbyfloat_parses_like_strtold() {
                 "INCRBYFLOAT f 0x1p99999",
                 "-ERR value is not a valid float\r\n",
             ),
+            ("INCRBYFLOAT g 1e400", BIG_1E400),
+            ("SET h 1e4932", "+OK\r\n"),
             (
-                "INCRBYFLOAT f 1e400",
+                "INCRBYFLOAT h 1.18e4932",
                 "-ERR increment would produce NaN or Infinity\r\n",
             ),
+            ("SET x 0.1", "+OK\r\n"),
+            ("INCRBYFLOAT x 0.2", "$3\r\n0.3\r\n"),
+            ("SET x 9223372036854775807", "+OK\r\n"),
+            ("INCRBYFLOAT x 0", "$19\r\n9223372036854775807\r\n"),
             ("INCRBYFLOAT f 1e", "-ERR value is not a valid float\r\n"),
             ("INCRBYFLOAT f 0x", "-ERR value is not a valid float\r\n"),
             ("INCRBYFLOAT f nan", "-ERR value is not a valid float\r\n"),
@@ -741,6 +751,37 @@ fn geo_of_arbitrary_scores() {
                 "*1\r\n*2\r\n$3\r\n180\r\n$19\r\n85.0511287799999991\r\n",
             ),
             ("GEOHASH z b", "*1\r\n$11\r\n00bh0hbj200\r\n"),
+        ],
+    );
+}
+
+/// A key lives until the clock passes its deadline (Redis's `now > when`): at the deadline
+/// it is still there with a PTTL of 0, one millisecond later it is gone.
+#[test]
+fn a_key_expires_after_its_deadline_not_at_it() {
+    let (mut db, mut s) = setup();
+    check(&mut db, &mut s, &[("SET k v PX 100", "+OK\r\n")]);
+    db.clock_mut().advance(100);
+    db.refresh_clock();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("PTTL k", ":0\r\n"),
+            ("TTL k", ":0\r\n"),
+            ("GET k", "$1\r\nv\r\n"),
+            ("KEYS *", "*1\r\n$1\r\nk\r\n"),
+        ],
+    );
+    db.clock_mut().advance(1);
+    db.refresh_clock();
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("GET k", "$-1\r\n"),
+            ("PTTL k", ":-2\r\n"),
+            ("KEYS *", "*0\r\n"),
         ],
     );
 }

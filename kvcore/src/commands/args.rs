@@ -8,11 +8,6 @@ pub fn int(a: &[u8]) -> Result<i64, OpError> {
     num::parse_i64(a).ok_or(OpError::NotInteger)
 }
 
-/// Parses a float argument (`ERR value is not a valid float` otherwise).
-pub fn float(a: &[u8]) -> Result<f64, OpError> {
-    num::parse_f64(a).ok_or(OpError::NotFloat)
-}
-
 /// Case-insensitive comparison of an argument with an uppercase option name.
 pub fn is(a: &[u8], opt: &str) -> bool {
     a.eq_ignore_ascii_case(opt.as_bytes())

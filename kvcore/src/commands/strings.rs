@@ -6,7 +6,7 @@
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
 use crate::keyspace::Ttl;
-use crate::resp::float;
+use crate::resp::long_double::{LongDouble, Operand};
 use crate::resp::ReplyWriter;
 use crate::value::Value;
 use crate::Db;
@@ -189,24 +189,53 @@ impl Db {
         self.incr_by_in(self.embedded_db(), key, by)
     }
 
-    /// INCRBYFLOAT in database `dbi`; returns the new value as Redis formats it.
+    /// INCRBYFLOAT in database `dbi`; returns the new value as Redis formats it. The sum is
+    /// taken in `long double`, as Redis does (see [`crate::resp::long_double`]).
     pub fn incr_by_float_in(&mut self, dbi: usize, key: &[u8], by: f64) -> OpResult<Vec<u8>> {
+        let by = if by.is_nan() {
+            return Err(OpError::NotFloat);
+        } else if by.is_infinite() {
+            Operand::Infinite
+        } else {
+            Operand::Finite(LongDouble::from_f64(by))
+        };
+        self.incr_by_long_double(dbi, key, || Ok(by))
+    }
+
+    /// INCRBYFLOAT with the increment as the client sent it, read like `strtold`.
+    pub fn incr_by_float_text_in(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        by: &[u8],
+    ) -> OpResult<Vec<u8>> {
+        self.incr_by_long_double(dbi, key, || LongDouble::parse(by).ok_or(OpError::NotFloat))
+    }
+
+    /// Redis's order: the type, the stored number, then the increment, then the sum.
+    fn incr_by_long_double(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        by: impl FnOnce() -> OpResult<Operand>,
+    ) -> OpResult<Vec<u8>> {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
         let cur = match ks.get(key, now) {
-            None => 0.0,
+            None => Operand::Finite(LongDouble::ZERO),
             Some(n) => {
                 let mut b = itoa::Buffer::new();
                 let s = n.value.as_str(&mut b).ok_or(OpError::WrongType)?;
-                crate::num::parse_f64(s).ok_or(OpError::NotFloat)?
+                LongDouble::parse(s).ok_or(OpError::NotFloat)?
             }
         };
-        let new = cur + by;
-        if !new.is_finite() {
-            return Err(OpError::NanOrInfinity);
-        }
-        let mut buf = [0u8; float::INCR_BUF_LEN];
-        let text = float::format_long_double_incr(new, &mut buf).to_vec();
+        let sum = match (cur, by()?) {
+            (Operand::Finite(a), Operand::Finite(b)) => {
+                a.checked_add(b).ok_or(OpError::NanOrInfinity)?
+            }
+            _ => return Err(OpError::NanOrInfinity),
+        };
+        let text = sum.to_human();
         ks.set(key, Value::Str(text.as_slice().into()), Ttl::Keep, now);
         Ok(text)
     }
@@ -674,11 +703,7 @@ fn decrby(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn incrbyfloat(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let by = match args::float(a[2]) {
-        Ok(f) => f,
-        Err(e) => return reply_err(&mut c.out, e),
-    };
-    match c.db.incr_by_float_in(c.session.db, a[1], by) {
+    match c.db.incr_by_float_text_in(c.session.db, a[1], a[2]) {
         Ok(v) => c.out.bulk(&v),
         Err(e) => reply_err(&mut c.out, e),
     }

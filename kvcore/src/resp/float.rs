@@ -8,6 +8,10 @@
 //! subnormals). Rounding those exact digits to 17 places, half to even, is
 //! what glibc does. Values that fit in a `u128` skip the big integer.
 //!
+//! `INCRBYFLOAT` itself now adds and prints in an emulated `long double`
+//! ([`super::long_double`]), exactly as Redis does; the `f64` approximation
+//! below remains for callers that hold an `f64`.
+//!
 //! `INCRBYFLOAT` is different: Redis adds in `long double` and prints
 //! `"%.17Lf"` with trailing zeros trimmed, so `10.5 + 0.1` shows `10.6`. We
 //! add in `f64`, whose last-place error the 17 fixed decimals would show
@@ -195,6 +199,7 @@ pub fn parse_long_double(s: &[u8]) -> Option<f64> {
     if count == 0 {
         return None;
     }
+    let mantissa = digits.get(..i).unwrap_or_default();
     let mut exp = 0i64;
     let marker: &[u8] = if hex { b"pP" } else { b"eE" };
     if let Some(c) = digits.get(i) {
@@ -231,7 +236,7 @@ pub fn parse_long_double(s: &[u8]) -> Option<f64> {
     let leading = || {
         let mut m = 0.0f64;
         let mut scale = 1.0f64;
-        for &c in digits
+        for &c in mantissa
             .iter()
             .filter(|c| c.is_ascii_digit())
             .skip(pos as usize)

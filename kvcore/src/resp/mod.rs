@@ -37,6 +37,7 @@
 
 mod check;
 pub mod float;
+pub mod long_double;
 pub mod parse;
 pub mod reply;
 pub mod write;

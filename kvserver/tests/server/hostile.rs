@@ -46,7 +46,8 @@ fn wait_for_clients(s: &mut TcpStream, n: u64) {
     }
 }
 
-/// Raises this process's open-file limit (inherited by servers started afterwards).
+/// Raises this process's open-file limit to the hard limit, which must allow `want`
+/// (servers started afterwards inherit it).
 fn raise_nofile(want: u64) {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
@@ -54,8 +55,14 @@ fn raise_nofile(want: u64) {
     };
     // SAFETY: `lim` is a valid, writable rlimit for getrlimit to fill.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
-    if lim.rlim_cur < want {
-        lim.rlim_cur = want.min(lim.rlim_max);
+    assert!(
+        lim.rlim_max >= want,
+        "this test needs {want} open files; the hard limit is {} (ulimit -Hn)",
+        lim.rlim_max
+    );
+    // Up to the hard limit: tests running at the same time share this process's limit.
+    if lim.rlim_cur < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
         // SAFETY: `lim` is a valid rlimit; raising the soft limit up to the hard one is allowed.
         assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
     }
