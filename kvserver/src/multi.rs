@@ -317,9 +317,12 @@ async fn with_sources(
     let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
     let write = dest.is_some();
     lock_all(shard, db, &all, write).await;
+    let target = dest.map_or(shard.id, |i| route::shard_of(args[i], n));
+    // Only sources of other shards travel: the target's own keys (the destination among them,
+    // when it is also a source) are read in place, deadline and all.
     let mut source_keys: Vec<Vec<u8>> = positions
         .iter()
-        .filter(|&&i| Some(i) != dest)
+        .filter(|&&i| Some(i) != dest && route::shard_of(args[i], n) != target)
         .map(|&i| args[i].to_vec())
         .collect();
     // A key named twice (ZINTER 2 a a) travels once.
@@ -337,7 +340,6 @@ async fn with_sources(
     })
     .await;
     let values: Vec<(Vec<u8>, Option<Value>)> = fetched.into_iter().flatten().collect();
-    let target = dest.map_or(shard.id, |i| route::shard_of(args[i], n));
     let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
     let proto = session.proto;
     let reply = shard

@@ -103,6 +103,15 @@ fn store_and_multi_key_commands_across_shards_answer_as_on_one_shard() {
         "ZUNIONSTORE {A2} 2 {A} {N1} WEIGHTS 1",
         "ZUNIONSTORE {A2} 2 {A} {N1} AGGREGATE AVG",
         "ZCARD {A2}",
+        // A destination that is also a source and holds a string: the error leaves it whole.
+        "SET {C2} str EXAT 4000000000",
+        "ZUNIONSTORE {C2} 3 {A} {C2} {N1}",
+        "EXPIRETIME {C2}",
+        "GET {C2}",
+        "ZADD {N2} 1 x",
+        "EXPIRE {N2} 1000000",
+        "ZINTERSTORE {N2} 2 {N2} {B}",
+        "TTL {N2}",
     ];
     let one = Server::start(&["--threads", "1"]);
     let many = Server::start(&["--threads", &SHARDS.to_string()]);
@@ -115,6 +124,7 @@ fn store_and_multi_key_commands_across_shards_answer_as_on_one_shard() {
     assert_eq!(want[4], ":5\r\n");
     assert!(want[11].starts_with("*4\r\n"), "{}", want[11]);
     assert!(want[37].starts_with("-WRONGTYPE"), "{}", want[37]);
+    assert_eq!(want[46], ":4000000000\r\n");
 }
 
 #[test]
