@@ -205,6 +205,13 @@ pub enum Shape {
 pub fn within(shape: Shape, clon: f64, clat: f64, lon: f64, lat: f64) -> Option<f64> {
     match shape {
         Shape::Radius(r) => {
+            // Most candidates of the covering cells lie north or south of the circle: the
+            // great-circle distance is never below the meridian distance, so those are out
+            // without the trigonometry. The margin keeps rounding from ever dropping a point
+            // the full formula would keep.
+            if lat_distance(lat, clat) > r * (1.0 + 1e-9) + 1e-6 {
+                return None;
+            }
             let d = distance(clon, clat, lon, lat);
             (d <= r).then_some(d)
         }

@@ -82,9 +82,12 @@ pub fn search(z: &ZSet, shape: Shape, lon: f64, lat: f64, limit: usize) -> Vec<G
         if limit > 0 && hits.len() >= limit {
             break;
         }
+        // One descent per cell: walk from the first score >= min until one reaches max.
         let start = z.rank_by(|s, _| s < min);
-        let end = z.rank_by(|s, _| s < max);
-        z.range_while(start, end, false, |m, s| {
+        z.range_while(start, z.len(), false, |m, s| {
+            if s >= max {
+                return false;
+            }
             let (plon, plat) = geo::position(s);
             if let Some(d) = geo::within(shape, lon, lat, plon, plat) {
                 hits.push(GeoHit {
