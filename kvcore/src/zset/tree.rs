@@ -179,15 +179,19 @@ impl Tree {
     /// Number of leading entries `e` for which `pred(e)` holds; `pred` must hold for a prefix
     /// of the order and fail for the rest (e.g. "less than a bound").
     pub fn rank_by(&self, pred: impl Fn(f64, &[u8]) -> bool) -> usize {
+        self.rank_by_entry(|e| pred(e.score, e.member.bytes()))
+    }
+
+    /// [`Tree::rank_by`] with the predicate on whole entries, so it can decide on the score
+    /// alone and only touch the member's block (a cache miss) on a tie.
+    fn rank_by_entry(&self, pred: impl Fn(&Entry) -> bool) -> usize {
         let mut node = &self.root;
         let mut rank = 0;
         loop {
             match node {
-                Node::Leaf(v) => {
-                    return rank + v.partition_point(|e| pred(e.score, e.member.bytes()))
-                }
+                Node::Leaf(v) => return rank + v.partition_point(&pred),
                 Node::Inner(n) => {
-                    let i = n.seps.partition_point(|e| pred(e.score, e.member.bytes()));
+                    let i = n.seps.partition_point(&pred);
                     rank += n.counts[..i].iter().sum::<usize>();
                     node = &n.kids[i];
                 }
@@ -197,7 +201,11 @@ impl Tree {
 
     /// Number of entries ordered before `(score, member)`.
     pub fn rank(&self, score: f64, member: &[u8]) -> usize {
-        self.rank_by(|s, m| cmp_entry(s, m, score, member) == Ordering::Less)
+        self.rank_by_entry(|e| match e.score.partial_cmp(&score) {
+            Some(Ordering::Less) => true,
+            Some(Ordering::Greater) => false,
+            _ => e.member.bytes() < member,
+        })
     }
 
     /// The entry at `rank` (0-based).
