@@ -3,7 +3,9 @@
 //! `cargo test` on stable guards everything the fuzzer ever found.
 
 mod db_model;
+mod dict_model;
 mod parse_alloc;
+mod zset_model;
 
 #[global_allocator]
 static ALLOC: parse_alloc::Counting = parse_alloc::Counting;
@@ -86,12 +88,12 @@ fn parser_allocation_is_bounded_by_the_input() {
     parse_alloc::check_parse_allocation(&many);
 }
 
-/// Seeded random inputs for the model check, so `cargo test` explores a little on its own.
-#[test]
-fn db_ops_random_inputs_agree_with_the_model() {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    for _ in 0..1500 {
-        let len = (x % 600) as usize;
+/// `n` seeded random inputs of up to `max_len` bytes, so `cargo test` explores a little on its
+/// own.
+fn random_inputs(seed: u64, n: usize, max_len: u64, check: fn(&[u8])) {
+    let mut x: u64 = seed;
+    for _ in 0..n {
+        let len = (x % max_len) as usize;
         let data: Vec<u8> = (0..len)
             .map(|_| {
                 x ^= x << 13;
@@ -100,6 +102,31 @@ fn db_ops_random_inputs_agree_with_the_model() {
                 x as u8
             })
             .collect();
-        db_model::check_ops(&data);
+        check(&data);
     }
+}
+
+#[test]
+fn db_ops_random_inputs_agree_with_the_model() {
+    random_inputs(0x2545_f491_4f6c_dd1d, 1500, 600, db_model::check_ops);
+}
+
+#[test]
+fn dict_corpus_agrees_with_the_model() {
+    replay("dict", 5, dict_model::check_ops);
+}
+
+#[test]
+fn dict_random_inputs_agree_with_the_model() {
+    random_inputs(0x9e37_79b9_7f4a_7c15, 150, 600, dict_model::check_ops);
+}
+
+#[test]
+fn listpack_corpus_agrees_with_the_model() {
+    replay("listpack", 5, zset_model::check_ops);
+}
+
+#[test]
+fn listpack_random_inputs_agree_with_the_model() {
+    random_inputs(0xd1b5_4a32_d192_ed03, 400, 800, zset_model::check_ops);
 }

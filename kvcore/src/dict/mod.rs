@@ -74,7 +74,7 @@ mod read;
 #[cfg(test)]
 mod tests;
 
-pub use read::Iter;
+pub use read::{Iter, Layout};
 
 /// Most entries one mutating operation moves to the new table during a rehash.
 pub const REHASH_MOVES: usize = 8;

@@ -121,6 +121,43 @@ impl<L: Link> Dict<L> {
     }
 }
 
+/// Where a dict's tables and rehash stand; see [`Dict::layout`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Size of the current table (0 before the first insert).
+    pub buckets: usize,
+    /// Size of the table a rehash moves to; 0 when not rehashing.
+    pub rehash_to: usize,
+    /// Buckets of the current table not yet migrated (all of them when not rehashing).
+    pub unmigrated: usize,
+    /// Heads of the new table written so far (the fill phase ends at `rehash_to`).
+    pub filled: usize,
+}
+
+impl<L: Link> Dict<L> {
+    /// The table sizes and rehash progress, for tests and fuzzing: bounds on the work one
+    /// operation does are differences of two layouts. O(1).
+    pub fn layout(&self) -> Layout {
+        Layout {
+            buckets: self.size0,
+            rehash_to: self.size1,
+            unmigrated: self.tables[0].len(),
+            filled: self.tables[1].len(),
+        }
+    }
+
+    /// Entries in the buckets `from..` of the current table that are not migrated yet (the
+    /// next ones a rehash moves), for tests and fuzzing. O(buckets counted + their entries).
+    pub fn unmigrated_entries(&self, from: usize) -> usize {
+        self.tables[0]
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .map(|h| chain(h.as_ref()).count())
+            .sum()
+    }
+}
+
 fn chain<L: Link>(head: Option<&L>) -> impl Iterator<Item = &L> {
     std::iter::successors(head, |e| e.next())
 }

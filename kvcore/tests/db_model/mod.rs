@@ -58,6 +58,8 @@ struct Entry {
     value: Vec<u8>,
     /// Deadline in Unix ms.
     at: Option<u64>,
+    /// `Some` for a sorted set (then `value` is unused): member -> score.
+    zset: Option<HashMap<Vec<u8>, f64>>,
 }
 
 /// The model: two databases (of the real sixteen) and the time.
@@ -79,6 +81,12 @@ impl Model {
             self.dbs[db].remove(key);
         }
         self.dbs[db].get_mut(key)
+    }
+
+    /// Whether `key` holds a live sorted set in the current database.
+    fn is_zset(&mut self, key: &[u8]) -> bool {
+        let db = self.db;
+        self.live(db, key).is_some_and(|e| e.zset.is_some())
     }
 
     fn exists(&mut self, key: &[u8]) -> bool {
@@ -140,6 +148,10 @@ fn strict_int(b: &[u8]) -> Option<i64> {
     (i.to_string() == s).then_some(i)
 }
 
+fn wrongtype() -> Vec<u8> {
+    err("WRONGTYPE Operation against a key holding the wrong kind of value")
+}
+
 fn w(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
@@ -171,6 +183,9 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                 3 => args.push(w("KEEPTTL")),
                 _ => {}
             }
+            if get && m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let old = m.live(cur, &key).map(|e| (e.value.clone(), e.at));
             let allowed = match cond {
                 1 => old.is_none(),
@@ -184,7 +199,14 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                     3 => old.as_ref().and_then(|o| o.1),
                     _ => None,
                 };
-                m.dbs[cur].insert(key.clone(), Entry { value, at });
+                m.dbs[cur].insert(
+                    key.clone(),
+                    Entry {
+                        value,
+                        at,
+                        zset: None,
+                    },
+                );
             }
             let reply = if get {
                 opt_bulk(old.as_ref().map(|o| o.0.as_slice()))
@@ -197,8 +219,12 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
         }
         2 => {
             let key = input.key();
+            let args = vec![w("GET"), key.clone()];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let reply = opt_bulk(m.live(cur, &key).map(|e| e.value.as_slice()));
-            (vec![w("GET"), key], reply)
+            (args, reply)
         }
         3 | 4 => {
             let name = if input.below(2) == 0 { "DEL" } else { "EXISTS" };
@@ -218,6 +244,9 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
         5 => {
             let (key, by) = (input.key(), input.small());
             let args = vec![w("INCRBY"), key.clone(), by.to_string().into_bytes()];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let reply = match m.live(cur, &key) {
                 None => {
                     m.dbs[cur].insert(
@@ -225,6 +254,7 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                         Entry {
                             value: by.to_string().into_bytes(),
                             at: None,
+                            zset: None,
                         },
                     );
                     int(by)
@@ -245,6 +275,9 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
         6 => {
             let (key, tail) = (input.key(), input.value());
             let args = vec![w("APPEND"), key.clone(), tail.clone()];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let len = match m.live(cur, &key) {
                 Some(e) => {
                     e.value.extend_from_slice(&tail);
@@ -257,6 +290,7 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                         Entry {
                             value: tail,
                             at: None,
+                            zset: None,
                         },
                     );
                     len
@@ -266,8 +300,12 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
         }
         7 => {
             let key = input.key();
+            let args = vec![w("STRLEN"), key.clone()];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let len = m.live(cur, &key).map_or(0, |e| e.value.len());
-            (vec![w("STRLEN"), key], int(len as i64))
+            (args, int(len as i64))
         }
         8 => {
             let (key, start, end) = (input.key(), input.small() / 8, input.small() / 8);
@@ -277,6 +315,9 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                 start.to_string().into_bytes(),
                 end.to_string().into_bytes(),
             ];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let v = m
                 .live(cur, &key)
                 .map(|e| e.value.clone())
@@ -308,13 +349,23 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                 offset.to_string().into_bytes(),
                 bytes.clone(),
             ];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let len = match m.live(cur, &key) {
                 None if bytes.is_empty() => 0,
                 None => {
                     let mut v = vec![0u8; offset];
                     v.extend_from_slice(&bytes);
                     let len = v.len();
-                    m.dbs[cur].insert(key, Entry { value: v, at: None });
+                    m.dbs[cur].insert(
+                        key,
+                        Entry {
+                            value: v,
+                            at: None,
+                            zset: None,
+                        },
+                    );
                     len
                 }
                 Some(e) => {
@@ -332,20 +383,29 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
         }
         10 => {
             let key = input.key();
+            let args = vec![w("GETDEL"), key.clone()];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let reply = opt_bulk(m.take(cur, &key).map(|e| e.value).as_deref());
-            (vec![w("GETDEL"), key], reply)
+            (args, reply)
         }
         11 => {
             let (key, value) = (input.key(), input.value());
+            let args = vec![w("GETSET"), key.clone(), value.clone()];
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let old = m.take(cur, &key).map(|e| e.value);
             m.dbs[cur].insert(
                 key.clone(),
                 Entry {
                     value: value.clone(),
                     at: None,
+                    zset: None,
                 },
             );
-            (vec![w("GETSET"), key, value], opt_bulk(old.as_deref()))
+            (args, opt_bulk(old.as_deref()))
         }
         12 | 13 => {
             let key = input.key();
@@ -455,6 +515,7 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                 let copy = Entry {
                     value: e.value.clone(),
                     at: e.at,
+                    zset: e.zset.clone(),
                 };
                 m.dbs[cur].insert(dst, copy);
                 int(1)
@@ -512,7 +573,14 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
             for _ in 0..1 + input.below(3) {
                 let (k, v) = (input.key(), input.value());
                 args.extend([k.clone(), v.clone()]);
-                m.dbs[cur].insert(k, Entry { value: v, at: None });
+                m.dbs[cur].insert(
+                    k,
+                    Entry {
+                        value: v,
+                        at: None,
+                        zset: None,
+                    },
+                );
             }
             (args, ok())
         }
@@ -520,7 +588,10 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
             let keys: Vec<Vec<u8>> = (0..1 + input.below(4)).map(|_| input.key()).collect();
             let items: Vec<Vec<u8>> = keys
                 .iter()
-                .map(|k| opt_bulk(m.live(cur, k).map(|e| e.value.as_slice())))
+                .map(|k| match m.live(cur, k) {
+                    Some(e) if e.zset.is_none() => bulk(&e.value),
+                    _ => nil(),
+                })
                 .collect();
             let mut args = vec![w("MGET")];
             args.extend(keys);
@@ -540,6 +611,7 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                 Entry {
                     value: value.clone(),
                     at: Some(now + secs * 1000),
+                    zset: None,
                 },
             );
             (
@@ -555,6 +627,9 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
                 2 => args.extend([w("PX"), w("1500")]),
                 _ => {}
             }
+            if m.is_zset(&key) {
+                return Some((args, wrongtype()));
+            }
             let reply = match m.live(cur, &key) {
                 None => nil(),
                 Some(e) => {
@@ -568,20 +643,176 @@ fn step(m: &mut Model, db: &mut Db, input: &mut Input<'_>) -> Option<(Vec<Vec<u8
             };
             (args, reply)
         }
+        _ if input.below(4) != 0 => return Some(zset_step(m, input)),
         _ => {
             // The typed API, on database 0 (the embedded session's).
             let (key, value) = (input.key(), input.value());
             if input.below(2) == 0 {
                 db.set(&key, &value).expect("strings only");
-                m.dbs[0].insert(key, Entry { value, at: None });
+                m.dbs[0].insert(
+                    key,
+                    Entry {
+                        value,
+                        at: None,
+                        zset: None,
+                    },
+                );
             } else {
-                let got = db.get(&key).expect("strings only");
-                let want = m.live(0, &key).map(|e| e.value.clone());
-                assert_eq!(got, want, "typed get of {key:?}");
+                let got = db.get(&key);
+                match m.live(0, &key) {
+                    Some(e) if e.zset.is_some() => assert!(got.is_err(), "typed get of a zset"),
+                    e => assert_eq!(
+                        got.expect("a string"),
+                        e.map(|e| e.value.clone()),
+                        "typed get of {key:?}"
+                    ),
+                }
             }
             return None;
         }
     })
+}
+
+/// Scores the sorted-set steps use, with the text Redis replies for each.
+const ZSCORES: [(&str, f64); 8] = [
+    ("-2", -2.0),
+    ("-1", -1.0),
+    ("0", 0.0),
+    ("1", 1.0),
+    ("2", 2.0),
+    ("3", 3.0),
+    ("1.5", 1.5),
+    ("-0.5", -0.5),
+];
+
+fn score_text(s: f64) -> Vec<u8> {
+    let (text, _) = ZSCORES
+        .iter()
+        .find(|(_, f)| f.to_bits() == s.to_bits())
+        .expect("a table score");
+    w(text)
+}
+
+fn zmember(input: &mut Input<'_>) -> Vec<u8> {
+    format!("m{}", input.below(5)).into_bytes()
+}
+
+/// One sorted-set step (ZADD, ZREM, ZSCORE, ZCARD, ZRANGE) or TYPE, on the current database:
+/// the command and the reply the model expects. Any of them on a string is WRONGTYPE.
+fn zset_step(m: &mut Model, input: &mut Input<'_>) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let cur = m.db;
+    let key = input.key();
+    let kind = m.live(cur, &key).map(|e| e.zset.is_some());
+    let holds_string = kind == Some(false);
+    match input.below(7) {
+        0 | 1 => {
+            let mut args = vec![w("ZADD"), key.clone()];
+            let mut pairs = Vec::new();
+            for _ in 0..1 + input.below(3) {
+                let (text, score) = ZSCORES[usize::from(input.below(8))];
+                let member = zmember(input);
+                args.extend([w(text), member.clone()]);
+                pairs.push((member, score));
+            }
+            if holds_string {
+                return (args, wrongtype());
+            }
+            let e = m.dbs[cur].entry(key).or_insert_with(|| Entry {
+                value: Vec::new(),
+                at: None,
+                zset: Some(HashMap::new()),
+            });
+            let z = e.zset.as_mut().expect("a zset");
+            let added = pairs
+                .into_iter()
+                .filter(|(member, score)| z.insert(member.clone(), *score).is_none())
+                .count();
+            (args, int(added as i64))
+        }
+        2 => {
+            let mut args = vec![w("ZREM"), key.clone()];
+            let members: Vec<Vec<u8>> = (0..1 + input.below(3)).map(|_| zmember(input)).collect();
+            args.extend(members.iter().cloned());
+            if holds_string {
+                return (args, wrongtype());
+            }
+            let Some(z) = m.live(cur, &key).and_then(|e| e.zset.as_mut()) else {
+                return (args, int(0));
+            };
+            let removed = members.iter().filter(|x| z.remove(*x).is_some()).count();
+            if z.is_empty() {
+                m.dbs[cur].remove(&key);
+            }
+            (args, int(removed as i64))
+        }
+        3 => {
+            let member = zmember(input);
+            let args = vec![w("ZSCORE"), key.clone(), member.clone()];
+            if holds_string {
+                return (args, wrongtype());
+            }
+            let score = m
+                .live(cur, &key)
+                .and_then(|e| e.zset.as_ref()?.get(&member).copied());
+            (args, score.map_or_else(nil, |s| bulk(&score_text(s))))
+        }
+        4 => {
+            let args = vec![w("ZCARD"), key.clone()];
+            if holds_string {
+                return (args, wrongtype());
+            }
+            let n = m
+                .live(cur, &key)
+                .and_then(|e| e.zset.as_ref())
+                .map_or(0, HashMap::len);
+            (args, int(n as i64))
+        }
+        5 => {
+            let (start, stop) = (input.small() % 5, input.small() % 5);
+            let scores = input.below(2) == 0;
+            let mut args = vec![
+                w("ZRANGE"),
+                key.clone(),
+                start.to_string().into_bytes(),
+                stop.to_string().into_bytes(),
+            ];
+            if scores {
+                args.push(w("WITHSCORES"));
+            }
+            if holds_string {
+                return (args, wrongtype());
+            }
+            let mut all: Vec<(f64, Vec<u8>)> = m
+                .live(cur, &key)
+                .and_then(|e| e.zset.as_ref())
+                .map(|z| z.iter().map(|(k, s)| (*s, k.clone())).collect())
+                .unwrap_or_default();
+            all.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+            let len = all.len() as i64;
+            let mut s = if start < 0 { start + len } else { start };
+            let mut e = if stop < 0 { stop + len } else { stop };
+            s = s.max(0);
+            e = e.min(len - 1);
+            let mut items = Vec::new();
+            if s <= e && s < len {
+                for (score, member) in &all[s as usize..=e as usize] {
+                    items.push(bulk(member));
+                    if scores {
+                        items.push(bulk(&score_text(*score)));
+                    }
+                }
+            }
+            (args, array(&items))
+        }
+        _ => {
+            let reply = match kind {
+                None => b"+none\r\n".to_vec(),
+                Some(false) => b"+string\r\n".to_vec(),
+                Some(true) => b"+zset\r\n".to_vec(),
+            };
+            (vec![w("TYPE"), key], reply)
+        }
+    }
 }
 
 /// Runs the operations `data` decodes to against a fresh `Db` and the model, panicking at
