@@ -685,19 +685,18 @@ const ZSCORES: [(&str, f64); 8] = [
     ("-0.5", -0.5),
 ];
 
+/// The reply text of a score: the steps only make small multiples of 0.5 (never `-0`), which
+/// Redis and Rust's `Display` both write as the shortest decimal.
 fn score_text(s: f64) -> Vec<u8> {
-    let (text, _) = ZSCORES
-        .iter()
-        .find(|(_, f)| f.to_bits() == s.to_bits())
-        .expect("a table score");
-    w(text)
+    debug_assert!(s.abs() < 1e15 && (s * 2.0).fract() == 0.0 && s.to_bits() != (-0.0f64).to_bits());
+    s.to_string().into_bytes()
 }
 
 fn zmember(input: &mut Input<'_>) -> Vec<u8> {
     format!("m{}", input.below(5)).into_bytes()
 }
 
-/// One sorted-set step (ZADD, ZREM, ZSCORE, ZCARD, ZRANGE) or TYPE, on the current database:
+/// One sorted-set step (ZADD, ZINCRBY, ZREM, ZSCORE, ZCARD, ZRANGE) or TYPE, on the current database:
 /// the command and the reply the model expects. Any of them on a string is WRONGTYPE.
 fn zset_step(m: &mut Model, input: &mut Input<'_>) -> (Vec<Vec<u8>>, Vec<u8>) {
     let cur = m.db;
@@ -705,7 +704,28 @@ fn zset_step(m: &mut Model, input: &mut Input<'_>) -> (Vec<Vec<u8>>, Vec<u8>) {
     let kind = m.live(cur, &key).map(|e| e.zset.is_some());
     let holds_string = kind == Some(false);
     match input.below(7) {
-        0 | 1 => {
+        0 => {
+            let (text, by) = ZSCORES[usize::from(input.below(8))];
+            let member = zmember(input);
+            let args = vec![w("ZINCRBY"), key.clone(), w(text), member.clone()];
+            if holds_string {
+                return (args, wrongtype());
+            }
+            let e = m.dbs[cur].entry(key).or_insert_with(|| Entry {
+                value: Vec::new(),
+                at: None,
+                zset: Some(HashMap::new()),
+            });
+            let score = e
+                .zset
+                .as_mut()
+                .expect("a zset")
+                .entry(member)
+                .or_insert(0.0);
+            *score += by;
+            (args, bulk(&score_text(*score)))
+        }
+        1 => {
             let mut args = vec![w("ZADD"), key.clone()];
             let mut pairs = Vec::new();
             for _ in 0..1 + input.below(3) {
