@@ -341,23 +341,7 @@ async fn with_sources(
     .await;
     let values: Vec<(Vec<u8>, Option<Value>)> = fetched.into_iter().flatten().collect();
     let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-    let proto = session.proto;
-    let reply = shard
-        .call(target, move |sh: &Shard| {
-            let mut d = sh.db.borrow_mut();
-            d.refresh_clock();
-            let mut s = Session {
-                db,
-                proto,
-                authenticated: true,
-                ..Session::default()
-            };
-            let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-            let mut out = Vec::new();
-            d.dispatch_with_sources(&mut s, &refs, values, &mut out);
-            out
-        })
-        .await;
+    let reply = dispatch_on(shard, target, session, owned, values).await;
     unlock_all(shard, db, &all, write).await;
     out.extend_from_slice(&reply);
 }
@@ -383,27 +367,11 @@ async fn zmpop(
     let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
     lock_all(shard, db, &all, true).await;
     let tail: Vec<Vec<u8>> = args[after_keys..].iter().map(|a| a.to_vec()).collect();
-    let proto = session.proto;
     let mut reply = Vec::new();
     for &i in &positions {
-        let (key, tail, name) = (args[i].to_vec(), tail.clone(), args[0].to_vec());
-        reply = shard
-            .call(route::shard_of(&key, n), move |sh: &Shard| {
-                let mut d = sh.db.borrow_mut();
-                d.refresh_clock();
-                let mut s = Session {
-                    db,
-                    proto,
-                    authenticated: true,
-                    ..Session::default()
-                };
-                let mut a: Vec<&[u8]> = vec![&name, b"1", &key];
-                a.extend(tail.iter().map(Vec::as_slice));
-                let mut out = Vec::new();
-                d.dispatch(&mut s, &a, &mut out);
-                out
-            })
-            .await;
+        let mut one = vec![args[0].to_vec(), b"1".to_vec(), args[i].to_vec()];
+        one.extend(tail.iter().cloned());
+        reply = dispatch_on(shard, route::shard_of(args[i], n), session, one, Vec::new()).await;
         // A null reply: this key holds nothing, try the next.
         if reply != b"*-1\r\n" && reply != b"_\r\n" {
             break;
@@ -411,4 +379,32 @@ async fn zmpop(
     }
     unlock_all(shard, db, &all, true).await;
     out.extend_from_slice(&reply);
+}
+
+/// Runs `args` in `session`'s database and protocol on shard `to`, with the values of keys
+/// from other shards (`sources`, see `Db::dispatch_with_sources`); returns the reply bytes.
+async fn dispatch_on(
+    shard: &Shard,
+    to: usize,
+    session: &Session,
+    args: Vec<Vec<u8>>,
+    sources: Vec<(Vec<u8>, Option<Value>)>,
+) -> Vec<u8> {
+    let (db, proto) = (session.db, session.proto);
+    shard
+        .call(to, move |sh: &Shard| {
+            let mut d = sh.db.borrow_mut();
+            d.refresh_clock();
+            let mut s = Session {
+                db,
+                proto,
+                authenticated: true,
+                ..Session::default()
+            };
+            let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+            let mut out = Vec::new();
+            d.dispatch_with_sources(&mut s, &refs, sources, &mut out);
+            out
+        })
+        .await
 }
