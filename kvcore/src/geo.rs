@@ -246,36 +246,30 @@ fn steps_for_radius(mut range: f64, lat: f64) -> u32 {
     step.clamp(1, 26) as u32
 }
 
-fn move_x(c: Cell, d: i8) -> Cell {
-    let x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> (64 - c.step * 2);
-    let x = if d > 0 {
-        x.wrapping_add(zz + 1)
+/// The neighbouring cell one step along an axis: `axis` masks that axis's interleaved bits
+/// (odd bits: longitude, even bits: latitude); `d` > 0 moves up, otherwise down.
+fn move_axis(c: Cell, d: i8, axis: u64) -> Cell {
+    let other = !axis;
+    let a = c.bits & axis;
+    let o = c.bits & other;
+    let zz = other >> (64 - c.step * 2);
+    let a = if d > 0 {
+        a.wrapping_add(zz + 1)
     } else {
-        (x | zz).wrapping_sub(zz + 1)
+        (a | zz).wrapping_sub(zz + 1)
     };
-    let x = x & (0xaaaa_aaaa_aaaa_aaaau64 >> (64 - c.step * 2));
     Cell {
-        bits: x | y,
+        bits: (a & (axis >> (64 - c.step * 2))) | o,
         step: c.step,
     }
 }
 
+fn move_x(c: Cell, d: i8) -> Cell {
+    move_axis(c, d, 0xaaaa_aaaa_aaaa_aaaa)
+}
+
 fn move_y(c: Cell, d: i8) -> Cell {
-    let x = c.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = c.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> (64 - c.step * 2);
-    let y = if d > 0 {
-        y.wrapping_add(zz + 1)
-    } else {
-        (y | zz).wrapping_sub(zz + 1)
-    };
-    let y = y & (0x5555_5555_5555_5555u64 >> (64 - c.step * 2));
-    Cell {
-        bits: x | y,
-        step: c.step,
-    }
+    move_axis(c, d, 0x5555_5555_5555_5555)
 }
 
 /// The centre cell and its neighbours in Redis's order: centre, N, S, E, W, NE, NW, SE, SW.
