@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kvcore::commands::{self, flags, CommandSpec};
-use kvcore::resp::parse::{Limits, Parsed, Parser};
+use kvcore::resp::parse::{Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
 use kvcore::Session;
 use tokio::io::{AsyncWriteExt, Interest};
@@ -261,8 +261,13 @@ async fn run(
         let mut pos = start;
         let mut flow = Flow::Continue;
         loop {
-            let parsed = match parser.parse(&rbuf[pos..end]) {
-                Ok(p) => p,
+            let mut args = Args::new();
+            let consumed = match parser.parse_into(&rbuf[pos..end], &mut args) {
+                Ok(Status::Command { consumed }) => consumed,
+                Ok(Status::Incomplete { hint }) => {
+                    wait_for = hint;
+                    break;
+                }
                 Err(e) => {
                     if pend.active {
                         Box::pin(resolve(shard, &mut pend, &mut out)).await;
@@ -275,13 +280,6 @@ async fn run(
                     return Ok(());
                 }
             };
-            let (args, consumed) = match parsed {
-                Parsed::Incomplete { hint } => {
-                    wait_for = hint;
-                    break;
-                }
-                Parsed::Command { args, consumed } => (args, consumed),
-            };
             pos += consumed;
             if args.is_empty() {
                 continue;
@@ -290,9 +288,11 @@ async fn run(
                 Route::Local(spec) => {
                     if pend.active {
                         let a = pend.local.len();
-                        shard.run_spec(session, spec, &args, &mut pend.local).await;
+                        if !shard.try_run_now(session, spec, &args, &mut pend.local) {
+                            shard.run_spec(session, spec, &args, &mut pend.local).await;
+                        }
                         pend.segs.push(Seg::Local(a, pend.local.len()));
-                    } else {
+                    } else if !shard.try_run_now(session, spec, &args, &mut out) {
                         shard.run_spec(session, spec, &args, &mut out).await;
                     }
                     after_session_change(session, &args, entry);

@@ -181,10 +181,80 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
 
 struct Table {
     specs: Vec<&'static CommandSpec>,
+    /// Names longer than [`WORD_NAME`] bytes.
     index: HashTable<usize>,
+    /// Names of up to [`WORD_NAME`] bytes, keyed by their lowercased bytes as two words: one
+    /// multiply to hash, two compares to confirm, no per-byte loop.
+    short: Box<[Slot]>,
 }
 
 const MAX_NAME: usize = 32;
+/// Longest name the word table holds (every command but a few `*_RO` and `*STORE` forms).
+const WORD_NAME: usize = 16;
+/// Slots of the word table: a power of two, about four per command, so probes are short.
+const SHORT_SLOTS: usize = 1024;
+const EMPTY: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Slot {
+    words: [u64; 2],
+    len: u32,
+    spec: u32,
+}
+
+/// ASCII-lowercases the eight bytes of `w` at once (other bytes unchanged).
+#[inline]
+fn lower_word(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = ONES * 0x80;
+    let low7 = w & !HIGH;
+    // Per byte, no carry crosses a byte: low7 <= 0x7f and each addend < 0x40.
+    let ge_a = low7 + ONES * (0x80 - u64::from(b'A'));
+    let gt_z = low7 + ONES * (0x7f - u64::from(b'Z'));
+    let upper = ge_a & !gt_z & !w & HIGH;
+    w | (upper >> 2)
+}
+
+/// The bytes of a name of 1..=[`WORD_NAME`] bytes, lowercased, as two little-endian words
+/// padded with zero bytes. Reads whole words from the slice, never past its end.
+#[inline]
+fn name_words(name: &[u8]) -> [u64; 2] {
+    let n = name.len();
+    debug_assert!((1..=WORD_NAME).contains(&n));
+    let u64_at = |i: usize| {
+        name.get(i..i + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    };
+    let u32_at = |i: usize| {
+        name.get(i..i + 4).map_or(0, |b| {
+            u64::from(u32::from_le_bytes(b.try_into().unwrap_or_default()))
+        })
+    };
+    let byte = |i: usize| name.get(i).map_or(0, |&b| u64::from(b));
+    let (w0, w1) = if n >= 8 {
+        // The last word overlaps the first; the shift drops the overlap.
+        let w1 = if n > 8 {
+            u64_at(n - 8) >> (8 * (16 - n))
+        } else {
+            0
+        };
+        (u64_at(0), w1)
+    } else if n >= 4 {
+        (u32_at(0) | u32_at(n - 4) << (8 * (n - 4)), 0)
+    } else {
+        (
+            byte(0) | byte(n / 2) << (8 * (n / 2)) | byte(n - 1) << (8 * (n - 1)),
+            0,
+        )
+    };
+    [lower_word(w0), lower_word(w1)]
+}
+
+#[inline]
+fn short_slot(words: [u64; 2], len: usize) -> usize {
+    let h = (words[0] ^ words[1].rotate_left(29) ^ len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> (64 - SHORT_SLOTS.trailing_zeros())) as usize
+}
 
 /// A hash of a command name that ignores ASCII case, computed straight from the client's bytes
 /// (no lowercase copy). `b | 0x20` folds letters only; other bytes that fold together merely
@@ -202,13 +272,39 @@ fn table() -> &'static Table {
     TABLE.get_or_init(|| {
         let specs: Vec<&'static CommandSpec> = families().collect();
         let mut index = HashTable::with_capacity(specs.len());
+        let empty = Slot {
+            words: [0; 2],
+            len: 0,
+            spec: EMPTY,
+        };
+        let mut short = vec![empty; SHORT_SLOTS].into_boxed_slice();
+        assert!(
+            specs.len() * 2 < SHORT_SLOTS,
+            "the word table must stay sparse"
+        );
         for (i, s) in specs.iter().enumerate() {
-            debug_assert!(s.name.len() <= MAX_NAME);
-            index.insert_unique(name_hash(s.name.as_bytes()), i, |&j| {
-                name_hash(specs[j].name.as_bytes())
-            });
+            let name = s.name.as_bytes();
+            debug_assert!(name.len() <= MAX_NAME);
+            if name.len() <= WORD_NAME {
+                let words = name_words(name);
+                let mut at = short_slot(words, name.len());
+                while short[at].spec != EMPTY {
+                    at = (at + 1) % SHORT_SLOTS;
+                }
+                short[at] = Slot {
+                    words,
+                    len: name.len() as u32,
+                    spec: i as u32,
+                };
+            } else {
+                index.insert_unique(name_hash(name), i, |&j| name_hash(specs[j].name.as_bytes()));
+            }
         }
-        Table { specs, index }
+        Table {
+            specs,
+            index,
+            short,
+        }
     })
 }
 
@@ -218,6 +314,20 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
         return None;
     }
     let t = table();
+    if (1..=WORD_NAME).contains(&name.len()) {
+        let words = name_words(name);
+        let mut at = short_slot(words, name.len());
+        loop {
+            let slot = t.short.get(at)?;
+            if slot.spec == EMPTY {
+                return None;
+            }
+            if slot.words == words && slot.len as usize == name.len() {
+                return t.specs.get(slot.spec as usize).copied();
+            }
+            at = (at + 1) % SHORT_SLOTS;
+        }
+    }
     t.index
         .find(name_hash(name), |&i| {
             t.specs[i].name.as_bytes().eq_ignore_ascii_case(name)
@@ -357,6 +467,89 @@ mod tests {
                 let redis_has = f[2].split(',').any(|x| x == *name);
                 assert_eq!(spec.has(*bit), redis_has, "flag {name} of {}", spec.name);
             }
+        }
+    }
+
+    /// The word table against a plain scan, on every name in several cases, on near misses
+    /// (one byte changed, including to bytes that fold like letters) and on random bytes.
+    #[test]
+    fn lookup_agrees_with_a_scan() {
+        let scan = |name: &[u8]| {
+            all()
+                .iter()
+                .find(|s| s.name.as_bytes().eq_ignore_ascii_case(name))
+                .map(|s| s.name)
+        };
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for s in all() {
+            let name = s.name.as_bytes();
+            cases.push(name.to_vec());
+            cases.push(name.to_ascii_uppercase());
+            cases.push(
+                name.iter()
+                    .enumerate()
+                    .map(|(i, b)| {
+                        if i % 2 == 0 {
+                            b.to_ascii_uppercase()
+                        } else {
+                            *b
+                        }
+                    })
+                    .collect(),
+            );
+            for i in 0..name.len() {
+                for b in [
+                    name[i] ^ 0x20,
+                    name[i] ^ 0x80,
+                    name[i] ^ 0x01,
+                    0,
+                    b'-' ^ 0x20,
+                ] {
+                    let mut v = name.to_vec();
+                    v[i] = b;
+                    cases.push(v);
+                }
+            }
+            cases.push([name, b"x"].concat());
+            cases.push(name[..name.len() - 1].to_vec());
+            let mut padded = name.to_vec();
+            padded.push(0);
+            cases.push(padded);
+        }
+        for _ in 0..20_000 {
+            let len = (next() % 20) as usize;
+            let pool = b"abcgetsxzAZ@[`{-\0\xc1";
+            cases.push(
+                (0..len)
+                    .map(|_| pool[(next() % pool.len() as u64) as usize])
+                    .collect(),
+            );
+        }
+        for c in cases {
+            assert_eq!(
+                lookup(&c).map(|s| s.name),
+                scan(&c),
+                "{:?}",
+                String::from_utf8_lossy(&c)
+            );
+        }
+    }
+
+    #[test]
+    fn lower_word_lowercases_ascii_letters_only() {
+        for b in 0..=255u8 {
+            let w = u64::from_le_bytes([b, b'A', b'z', b'@', b'[', b'`', b'{', b]);
+            let want = u64::from_le_bytes(
+                [b, b'A', b'z', b'@', b'[', b'`', b'{', b].map(|c| c.to_ascii_lowercase()),
+            );
+            assert_eq!(lower_word(w), want, "{b}");
         }
     }
 

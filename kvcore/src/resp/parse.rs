@@ -71,6 +71,22 @@ pub enum Parsed<'a> {
     },
 }
 
+/// What one call to [`Parser::parse_into`] found; the arguments went to the caller's [`Args`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// One command of `consumed` bytes (at least 1); its arguments are in the `Args`, which
+    /// may be empty (empty inline line, `*0`, `*-1`): the caller just skips it.
+    Command {
+        /// Bytes of the input this command used.
+        consumed: usize,
+    },
+    /// Not a whole command yet; nothing consumed. `hint` as in [`Parsed::Incomplete`].
+    Incomplete {
+        /// Lower bound on the bytes the whole command needs, or 0.
+        hint: usize,
+    },
+}
+
 /// Where an argument of an inline command lives.
 #[derive(Clone, Copy)]
 enum Tok {
@@ -112,11 +128,31 @@ impl Parser {
     /// Multibulk arguments borrow `buf`; inline arguments borrow `buf` or
     /// the parser's scratch space, which the next call reuses.
     pub fn parse<'a>(&'a mut self, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
-        match buf.first() {
-            None => Ok(Parsed::Incomplete { hint: 0 }),
-            Some(b'*') => parse_multibulk(&self.limits, buf),
-            Some(_) => self.parse_inline(buf),
+        let mut args = Args::new();
+        Ok(match self.parse_into(buf, &mut args)? {
+            Status::Command { consumed } => Parsed::Command { args, consumed },
+            Status::Incomplete { hint } => Parsed::Incomplete { hint },
+        })
+    }
+
+    /// [`Parser::parse`] writing the arguments into `args` (cleared first), which holds them
+    /// only when the result is [`Status::Command`]. The hot path's form: the arguments are
+    /// written where the caller keeps them, never moved (an `Args` is about 270 bytes).
+    pub fn parse_into<'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        args: &mut Args<'a>,
+    ) -> Result<Status, ProtocolError> {
+        args.clear();
+        let r = match buf.first() {
+            None => Ok(Status::Incomplete { hint: 0 }),
+            Some(b'*') => parse_multibulk(&self.limits, buf, args),
+            Some(_) => self.parse_inline(buf, args),
+        };
+        if !matches!(r, Ok(Status::Command { .. })) {
+            args.clear();
         }
+        r
     }
 
     #[deny(
@@ -124,14 +160,18 @@ impl Parser {
         clippy::unwrap_used,
         clippy::arithmetic_side_effects
     )]
-    fn parse_inline<'a>(&'a mut self, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
+    fn parse_inline<'a>(
+        &'a mut self,
+        buf: &'a [u8],
+        args: &mut Args<'a>,
+    ) -> Result<Status, ProtocolError> {
         let max = self.limits.max_inline_len;
         let window = buf.get(..max.saturating_add(1)).unwrap_or(buf);
         let Some(newline) = memchr(b'\n', window) else {
             return if buf.len() > max {
                 Err(ProtocolError::TooBigInline)
             } else {
-                Ok(Parsed::Incomplete { hint: 0 })
+                Ok(Status::Incomplete { hint: 0 })
             };
         };
         let line_end = match newline.checked_sub(1) {
@@ -142,16 +182,15 @@ impl Parser {
         let mut toks: SmallVec<[Tok; 16]> = SmallVec::new();
         split_args(line, &mut self.inline_scratch, &mut toks)?;
         let this: &'a Parser = self;
-        let args = toks
-            .iter()
-            .map(|&tok| match tok {
-                Tok::Line(start, end) => line.get(start..end),
-                Tok::Scratch(start, end) => this.inline_scratch.get(start..end),
-            })
-            .map(Option::unwrap_or_default)
-            .collect();
-        Ok(Parsed::Command {
-            args,
+        args.extend(
+            toks.iter()
+                .map(|&tok| match tok {
+                    Tok::Line(start, end) => line.get(start..end),
+                    Tok::Scratch(start, end) => this.inline_scratch.get(start..end),
+                })
+                .map(Option::unwrap_or_default),
+        );
+        Ok(Status::Command {
             consumed: newline.saturating_add(1),
         })
     }
@@ -166,8 +205,12 @@ impl Parser {
     clippy::unwrap_used,
     clippy::arithmetic_side_effects
 )]
-fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, ProtocolError> {
-    let incomplete = |hint| Ok(Parsed::Incomplete { hint });
+fn parse_multibulk<'a>(
+    limits: &Limits,
+    buf: &'a [u8],
+    args: &mut Args<'a>,
+) -> Result<Status, ProtocolError> {
+    let incomplete = |hint| Ok(Status::Incomplete { hint });
     let Some((digits_end, mut pos)) = header_line(
         buf,
         0,
@@ -182,17 +225,13 @@ fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, Pro
         .and_then(string2ll)
         .ok_or(ProtocolError::InvalidMultibulkLength)?;
     if count <= 0 {
-        return Ok(Parsed::Command {
-            args: Args::new(),
-            consumed: pos,
-        });
+        return Ok(Status::Command { consumed: pos });
     }
     let count = usize::try_from(count)
         .ok()
         .filter(|&n| n <= limits.max_args && n <= i32::MAX as usize)
         .ok_or(ProtocolError::InvalidMultibulkLength)?;
 
-    let mut args = Args::new();
     // Trust the count only as far as the bytes at hand can back it.
     args.reserve(count.min(buf.len().saturating_sub(pos) / MIN_ARG_BYTES));
     for done in 0..count {
@@ -228,10 +267,7 @@ fn parse_multibulk<'a>(limits: &Limits, buf: &'a [u8]) -> Result<Parsed<'a>, Pro
             _ => return incomplete(next.saturating_add(rest_min)),
         }
     }
-    Ok(Parsed::Command {
-        args,
-        consumed: pos,
-    })
+    Ok(Status::Command { consumed: pos })
 }
 
 /// Finds the header line starting at `start` (on its type byte).
