@@ -63,6 +63,8 @@ pub struct HostInfo {
     pub connected_clients: u64,
     /// Connections accepted since start.
     pub total_connections: u64,
+    /// Connections the server moved to the shard holding their keys.
+    pub moved_connections: u64,
     /// Bytes the allocator has handed out, if the host counts them.
     pub used_memory: Option<u64>,
     /// Resident set size, if known.

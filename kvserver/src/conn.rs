@@ -24,7 +24,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 use crate::global::{lock, ClientEntry};
-use crate::shard::{BatchReply, BufPool, RemoteBatch, Shard};
+use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
 use crate::{log, multi, route, special};
 
 const READ_CHUNK: usize = BufPool::CHUNK;
@@ -34,9 +34,13 @@ const FLUSH_AT: usize = 256 * 1024;
 /// batch can bring back stay bounded (their sizes are unknown until they run).
 const REMOTE_AT: usize = 128;
 
+/// A client whose last this-many keyed commands all went to one other shard moves there.
+const MOVE_AFTER: u32 = 64;
+
 /// Where a command runs.
 enum Route {
-    Local(Option<&'static CommandSpec>),
+    /// Here; `true` when the command has keys (all of them here).
+    Local(Option<&'static CommandSpec>, bool),
     Remote(usize),
     Multi,
     Special,
@@ -62,26 +66,34 @@ enum Flow {
     Close,
 }
 
+/// How a connection's stay on this shard ended.
+enum End {
+    /// The client quit, or broke the protocol and got its error.
+    Closed,
+    /// Its keys live on shard `.0`: serve it from there.
+    Move(usize),
+}
+
 fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     let Some(spec) = commands::lookup(args[0]) else {
         return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") {
             Route::Special
         } else {
-            Route::Local(None)
+            Route::Local(None, false)
         };
     };
     if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) {
-        return Route::Local(Some(spec));
+        return Route::Local(Some(spec), false);
     }
     if special::is_special(spec, args, shard.n) {
         return Route::Special;
     }
     if shard.n == 1 {
-        return Route::Local(Some(spec));
+        return Route::Local(Some(spec), true);
     }
     let keys = spec.key_positions(args);
     let Some(&first) = keys.first() else {
-        return Route::Local(Some(spec));
+        return Route::Local(Some(spec), false);
     };
     let s = route::shard_of(args[first], shard.n);
     if keys[1..]
@@ -89,7 +101,7 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
         .all(|&i| route::shard_of(args[i], shard.n) == s)
     {
         if s == shard.id {
-            Route::Local(Some(spec))
+            Route::Local(Some(spec), true)
         } else {
             Route::Remote(s)
         }
@@ -131,7 +143,7 @@ async fn resolve(shard: &Shard, pend: &mut Pending, out: &mut Vec<u8>) {
 }
 
 /// Serves one client until it quits, errs or is killed.
-pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream, peer: SocketAddr) {
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
     let global = shard.global.clone();
     let id = global.next_id();
     let laddr = stream.local_addr().unwrap_or(peer);
@@ -149,16 +161,57 @@ pub async fn serve(shard: Rc<Shard>, mut stream: TcpStream, peer: SocketAddr) {
     global.register(entry.clone());
     let _ = stream.set_nodelay(true);
     let authenticated = shard.db.borrow().config.requirepass.is_empty();
-    let mut session = Session {
+    let session = Session {
         id,
         authenticated,
         ..Session::default()
     };
-    if let Err(e) = run(&shard, &mut stream, &mut session, &entry).await {
-        log!(0, "client {id} ({peer}): {e}");
+    serve_conn(shard, stream, session, entry).await;
+}
+
+/// Serves a client on this shard until it quits, errs, is killed or moves to the shard that
+/// holds its keys.
+///
+/// SO_REUSEPORT puts a connection on a shard by a hash of its address, not by its keys. A
+/// client whose keys all live on one other shard would pay a cross-shard hop on every
+/// command; after [`MOVE_AFTER`] such commands in a row it moves there, between two batches
+/// (nothing read and unanswered, nothing pending). Its socket leaves this shard's event loop
+/// and joins the other's; bytes the client sent meanwhile wait in the socket.
+pub async fn serve_conn(
+    shard: Rc<Shard>,
+    mut stream: TcpStream,
+    mut session: Session,
+    entry: Arc<ClientEntry>,
+) {
+    let end = run(&shard, &mut stream, &mut session, &entry).await;
+    match end {
+        Ok(End::Closed) => {}
+        Ok(End::Move(to)) => match stream.into_std() {
+            Ok(stream) => {
+                let h = Handoff {
+                    stream,
+                    session,
+                    entry: entry.clone(),
+                };
+                if shard.hand_off(to, h) {
+                    shard
+                        .global
+                        .moved_connections
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+            Err(e) => log!(0, "client {}: {e}", entry.id),
+        },
+        Err(e) => log!(0, "client {} ({}): {e}", entry.id, entry.addr),
     }
-    global.deregister(id);
-    global.connected.fetch_sub(1, Ordering::Relaxed);
+    forget(&shard, &entry);
+}
+
+/// Removes a client that has gone from the registry and the connection count.
+pub fn forget(shard: &Shard, entry: &ClientEntry) {
+    shard.global.deregister(entry.id);
+    shard.global.connected.fetch_sub(1, Ordering::Relaxed);
 }
 
 async fn write_out(
@@ -197,7 +250,7 @@ async fn run(
     stream: &mut TcpStream,
     session: &mut Session,
     entry: &ClientEntry,
-) -> std::io::Result<()> {
+) -> std::io::Result<End> {
     let query_limit = shard
         .db
         .borrow()
@@ -218,6 +271,8 @@ async fn run(
         local: Vec::new(),
         active: false,
     };
+    // The other shard that this client's last keyed commands all went to, and how many.
+    let (mut hop_to, mut hops) = (0usize, 0u32);
     loop {
         let n = if end == 0 {
             // Nothing partial is held: give the buffers back while the client is quiet, so
@@ -226,6 +281,9 @@ async fn run(
                 let mut pool = shard.bufs.borrow_mut();
                 pool.put_read(std::mem::take(&mut rbuf));
                 pool.put_out(std::mem::take(&mut out));
+            }
+            if hops >= MOVE_AFTER {
+                return Ok(End::Move(hop_to));
             }
             let n = read_idle(shard, stream, &mut rbuf).await?;
             out = shard.bufs.borrow_mut().take_out();
@@ -250,7 +308,7 @@ async fn run(
             read(stream, &mut rbuf[end..]).await?
         };
         if n == 0 {
-            return Ok(());
+            return Ok(End::Closed);
         }
         end += n;
         if end - start < wait_for {
@@ -277,7 +335,7 @@ async fn run(
                     out.extend_from_slice(b"\r\n");
                     write_out(stream, &mut out, shard).await?;
                     log!(1, "protocol error from client {}: {e}", entry.id);
-                    return Ok(());
+                    return Ok(End::Closed);
                 }
             };
             pos += consumed;
@@ -285,7 +343,10 @@ async fn run(
                 continue;
             }
             match classify(shard, session, &args) {
-                Route::Local(spec) => {
+                Route::Local(spec, keyed) => {
+                    if keyed {
+                        hops = 0;
+                    }
                     if pend.active {
                         let a = pend.local.len();
                         if !shard.try_run_now(session, spec, &args, &mut pend.local) {
@@ -302,11 +363,13 @@ async fn run(
                     }
                 }
                 Route::Remote(s) => {
+                    (hop_to, hops) = (s, if s == hop_to { hops + 1 } else { 1 });
                     pend.active = true;
                     pend.batches[s].push(&args, session.db, session.proto);
                     pend.segs.push(Seg::Remote(s, pend.batches[s].len() - 1));
                 }
                 Route::Multi => {
+                    hops = 0;
                     if pend.active {
                         Box::pin(resolve(shard, &mut pend, &mut out)).await;
                     }
@@ -335,7 +398,7 @@ async fn run(
         }
         write_out(stream, &mut out, shard).await?;
         if flow == Flow::Close {
-            return Ok(());
+            return Ok(End::Closed);
         }
         start = if pos == end {
             end = 0;

@@ -68,6 +68,8 @@ pub struct Global {
     pub connected: AtomicUsize,
     /// Connections accepted since start.
     pub total_connections: AtomicU64,
+    /// Clients handed to the shard that holds their keys (INFO `moved_connections`).
+    pub moved_connections: AtomicU64,
     /// Set by SIGINT, SIGTERM or SHUTDOWN.
     pub shutdown: Arc<AtomicBool>,
     /// The port actually bound (differs from the option when it was 0).
@@ -83,6 +85,7 @@ impl Global {
             next_client_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),
             total_connections: AtomicU64::new(0),
+            moved_connections: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),
         }

@@ -26,7 +26,7 @@ use kvcore::{Db, Session};
 use smallvec::SmallVec;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use crate::global::Global;
+use crate::global::{ClientEntry, Global};
 use crate::locks::{LockKey, LockTable};
 
 /// A value returned by a job on another shard.
@@ -55,6 +55,18 @@ pub enum Msg {
     Unlock { keys: Vec<LockKey>, exclusive: bool },
     /// The answer to request `id`.
     Done { id: u64, payload: Payload },
+    /// Serve this client from now on: its keys live here (see [`crate::conn`]).
+    Adopt(Box<Handoff>),
+}
+
+/// A client connection moving to another shard, between two of its batches.
+pub struct Handoff {
+    /// The socket, deregistered from the sending shard's event loop.
+    pub stream: std::net::TcpStream,
+    /// The connection's state (database, protocol, name, authentication).
+    pub session: Session,
+    /// Its entry in the client registry.
+    pub entry: Arc<ClientEntry>,
 }
 
 /// Commands for one shard, flattened into one buffer: one allocation per batch, not per command.
@@ -302,6 +314,12 @@ impl Shard {
         }
     }
 
+    /// Hands a client over to shard `to`; false (the connection is then gone) only when that
+    /// shard has stopped.
+    pub fn hand_off(&self, to: usize, h: Handoff) -> bool {
+        self.inboxes[to].send(Msg::Adopt(Box::new(h))).is_ok()
+    }
+
     /// Runs a command at once if no multi-shard command holds keys here (the common case);
     /// returns `false`, having done nothing, if it must go through [`Shard::run_spec`].
     /// Saves building the waiting future for every command.
@@ -398,6 +416,27 @@ impl Shard {
                 });
             }
             Msg::Unlock { keys, exclusive } => self.locks.borrow_mut().release(&keys, exclusive),
+            Msg::Adopt(h) => {
+                let Handoff {
+                    stream,
+                    session,
+                    entry,
+                } = *h;
+                match tokio::net::TcpStream::from_std(stream) {
+                    Ok(stream) => {
+                        tokio::task::spawn_local(crate::conn::serve_conn(
+                            self.clone(),
+                            stream,
+                            session,
+                            entry,
+                        ));
+                    }
+                    Err(e) => {
+                        crate::log!(3, "client {} lost moving shards: {e}", entry.id);
+                        crate::conn::forget(self, &entry);
+                    }
+                }
+            }
             Msg::Batch { from, id, batch } => {
                 let me = self.clone();
                 tokio::task::spawn_local(async move {

@@ -244,8 +244,8 @@ impl Db {
                 let expired = agg.expired;
                 let _ = write!(
                     s,
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\n",
-                    h.total_connections, agg.stats.commands, agg.stats.keyspace_hits, agg.stats.keyspace_misses,
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmoved_connections:{}\r\n",
+                    h.total_connections, agg.stats.commands, agg.stats.keyspace_hits, agg.stats.keyspace_misses, h.moved_connections,
                 );
             }
             "replication" => s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),

@@ -217,3 +217,75 @@ fn every_connection_sees_every_key() {
         }
     }
 }
+
+/// `moved_connections` from INFO stats.
+fn moved(s: &mut std::net::TcpStream) -> u64 {
+    let info = call(s, "INFO stats");
+    info.lines()
+        .find_map(|l| l.strip_prefix("moved_connections:"))
+        .expect("INFO stats has moved_connections")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Waits until `moved_connections` reaches `want` (the move is counted a moment after the
+/// replies that triggered it are sent), then checks it stays there.
+fn expect_moved(s: &mut std::net::TcpStream, want: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while moved(s) < want && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(moved(s), want);
+}
+
+/// A client whose keys all live on the other shard moves there, mid-pipeline or between
+/// pipelines, with every reply in order and no command lost or run twice; a client whose keys
+/// alternate between shards stays put.
+#[test]
+fn a_client_moves_to_the_shard_of_its_keys() {
+    let server = Server::start(&["--threads", "2"]);
+    // With 2 shards, "foo" (slot 12182) lives on shard 1 and "bar" (slot 5061) on shard 0.
+    let mut watcher = server.raw();
+    let mut s = server.raw();
+    let mut counts = std::collections::HashMap::new();
+    let mut pipeline = |s: &mut std::net::TcpStream, keys: &[&str]| {
+        let mut req = Vec::new();
+        let mut want = Vec::new();
+        for k in keys {
+            req.extend(cmd(&format!("INCR {k}")));
+            let n = counts.entry(k.to_string()).or_insert(0u64);
+            *n += 1;
+            want.push(format!(":{n}\r\n"));
+        }
+        s.write_all(&req).unwrap();
+        let got = read_replies(s, want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(String::from_utf8_lossy(g), *w, "reply {i}");
+        }
+    };
+    pipeline(&mut s, &["foo"; 300]);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // The connection started on either shard; now it is on shard 1.
+    let first = moved(&mut watcher);
+    assert!(first <= 1, "{first}");
+    for (round, key) in ["bar", "foo", "bar"].into_iter().enumerate() {
+        pipeline(&mut s, &[key; 300]);
+        expect_moved(&mut watcher, first + round as u64 + 1);
+    }
+    // Now on shard 0: keys on both shards in turn never make 64 hops in a row.
+    let mixed: Vec<&str> = (0..400)
+        .map(|i| if i % 2 == 0 { "foo" } else { "bar" })
+        .collect();
+    pipeline(&mut s, &mixed);
+    // Single commands, each its own batch, move the client too.
+    for _ in 0..70 {
+        pipeline(&mut s, &["foo"]);
+    }
+    expect_moved(&mut watcher, first + 4);
+    assert_eq!(
+        call(&mut s, "MGET foo bar"),
+        "*2\r\n$3\r\n870\r\n$3\r\n800\r\n"
+    );
+}
