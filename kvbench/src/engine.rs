@@ -33,7 +33,7 @@ const MAX_INFLIGHT: usize = 1024;
 /// A run fails when no reply came for this long while requests were outstanding.
 const STALL: Duration = Duration::from_secs(30);
 /// Read buffer per connection at start (grows when one reply is larger).
-const READ_BUF: usize = 64 * 1024;
+const READ_BUF: usize = 16 * 1024;
 
 /// What to send, where, how much.
 #[derive(Clone, Debug)]
