@@ -21,7 +21,7 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::cli::Load;
-use crate::control::{which, Server};
+use crate::control::{which, Ctl, Server};
 use crate::run::{config, measure, prefill};
 use crate::stats::median;
 use crate::sys;
@@ -61,6 +61,22 @@ struct Sample {
     server_us: f64,
     /// Client CPU over the wall time of the run.
     busy: f64,
+    /// Reads that found their key (INFO keyspace_hits over hits + misses), when any read.
+    hits: Option<f64>,
+}
+
+/// `(keyspace_hits, keyspace_misses)` of INFO stats, for servers that keep them.
+fn lookups(ctl: &mut Option<Ctl>) -> Option<(u64, u64)> {
+    let info = ctl.as_mut()?.info("stats").ok()?;
+    let get = |k: &str| info.get(k)?.parse::<u64>().ok();
+    Some((get("keyspace_hits")?, get("keyspace_misses")?))
+}
+
+/// The hit fraction between two [`lookups`], when there were reads.
+fn hit_ratio(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<f64> {
+    let ((h0, m0), (h1, m1)) = (a?, b?);
+    let (h, m) = (h1.checked_sub(h0)?, m1.checked_sub(m0)?);
+    (h + m > 0).then(|| h as f64 / (h + m) as f64)
 }
 
 /// `kvbench calibrate`: returns the exit code.
@@ -123,6 +139,12 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         ("redis-calibrate", cmd)
     };
     let server = Server::start(name, &cmd, &args.server_cpus, &args.out)?;
+    // A control connection for INFO stats (hit ratio of each run); the null server keeps none.
+    let mut ctl = if args.null_server {
+        None
+    } else {
+        Ctl::connect(server.addr, None).ok()
+    };
     let load_cpus = spec
         .load_cpus
         .iter()
@@ -146,6 +168,7 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         for round in 0..args.rounds.max(1) {
             for tool in 0..2 {
+                let l0 = lookups(&mut ctl);
                 if (tool + round) % 2 == 0 {
                     let cfg = config(&spec, server.addr, None);
                     // The whole process, as for redis-benchmark: client threads, progress, set-up.
@@ -160,10 +183,12 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
                         client_us: client * 1e6 / r.all.requests.max(1) as f64,
                         server_us: r.server_cpu_us_per_req.unwrap_or(0.0),
                         busy: client / wall.max(1e-9),
+                        hits: hit_ratio(l0, lookups(&mut ctl)),
                     });
                     print_sample(test, round, "kvbench", &ours[ours.len() - 1]);
                 } else {
-                    let s = redis_benchmark(&rb, &spec, &load_cpus, test, &server, n)?;
+                    let mut s = redis_benchmark(&rb, &spec, &load_cpus, test, &server, n)?;
+                    s.hits = hit_ratio(l0, lookups(&mut ctl));
                     print_sample(test, round, "redis-benchmark", &s);
                     theirs.push(s);
                 }
@@ -213,7 +238,7 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
                 .map(|x| {
                     serde_json::json!({
                         "ops_per_sec": x.ops, "client_cpu_us_per_req": x.client_us,
-                        "server_cpu_us_per_req": x.server_us, "client_busy": x.busy,
+                        "server_cpu_us_per_req": x.server_us, "client_busy": x.busy, "hit_ratio": x.hits,
                     })
                 })
                 .collect::<Vec<_>>()
@@ -283,13 +308,17 @@ fn redis_benchmark(
         client_us: client * 1e6 / n as f64,
         server_us: server_cpu * 1e6 / n as f64,
         busy: client / wall.max(1e-9),
+        hits: None,
     })
 }
 
 /// One run's line.
 fn print_sample(test: &str, round: usize, tool: &str, s: &Sample) {
+    let hits = s
+        .hits
+        .map_or(String::new(), |h| format!("  hits {:.1}%", h * 100.0));
     println!(
-        "  {test:<10} {:<22} {:>12.0} {:>14.3} {:>14.3} {:>11.0}%",
+        "  {test:<10} {:<22} {:>12.0} {:>14.3} {:>14.3} {:>11.0}%{hits}",
         format!("{tool} #{}", round + 1),
         s.ops,
         s.client_us,
@@ -307,6 +336,15 @@ fn parse_csv_rps(text: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hit_ratio_of_two_readings() {
+        assert_eq!(super::hit_ratio(Some((10, 5)), Some((40, 15))), Some(0.75));
+        // No reads in between, a server without the counters, counters reset.
+        assert_eq!(super::hit_ratio(Some((10, 5)), Some((10, 5))), None);
+        assert_eq!(super::hit_ratio(None, Some((1, 0))), None);
+        assert_eq!(super::hit_ratio(Some((10, 5)), Some((0, 0))), None);
+    }
+
     #[test]
     fn csv_rps() {
         let out = "\"test\",\"rps\",\"avg_latency_ms\"\n\"SET\",\"812345.67\",\"0.9\"\n";
