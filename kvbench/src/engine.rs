@@ -285,6 +285,8 @@ impl<'a> Thread<'a> {
                 Err(e) => return Err(e),
             }
             now = Instant::now();
+            // All replies of this wake-up first, then the next batches (as
+            // redis-benchmark does), so requests reach the server together.
             for ev in &events {
                 let i = ev.token().0;
                 if ev.is_writable() {
@@ -297,7 +299,9 @@ impl<'a> Thread<'a> {
                     }
                     last_reply = now;
                 }
-                self.send(i, now, measure_from)?;
+            }
+            for ev in &events {
+                self.send(ev.token().0, now, measure_from)?;
             }
             if self.interval.is_some() {
                 for i in 0..self.conns.len() {
