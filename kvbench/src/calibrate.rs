@@ -7,14 +7,21 @@
 //! the run: kvbench's `getrusage(RUSAGE_SELF)` around the run (this program
 //! runs nothing else meanwhile), redis-benchmark's `getrusage(RUSAGE_CHILDREN)`
 //! around it. Server CPU: `/proc/PID/stat`.
+//!
+//! Each round runs both tools back to back (alternating which goes first), so
+//! the two runs of a round see the same machine; the ratios are taken per
+//! round and their median is reported with the spread, beside the medians of
+//! each tool's own figures. A client's busy fraction (its CPU over the wall
+//! time of its run) shows whether it was the bottleneck: near 100% it was.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 use clap::Args;
 
 use crate::cli::Load;
-use crate::control::{which, Server};
+use crate::control::{which, Ctl, Server};
 use crate::run::{config, measure, prefill};
 use crate::stats::median;
 use crate::sys;
@@ -36,7 +43,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub null_server: bool,
     /// Rounds (each tool once per round, alternating which goes first).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Directory for the JSON report and the server log.
     #[arg(long, default_value = "target/kvbench")]
@@ -52,6 +59,24 @@ struct Sample {
     ops: f64,
     client_us: f64,
     server_us: f64,
+    /// Client CPU over the wall time of the run.
+    busy: f64,
+    /// Reads that found their key (INFO keyspace_hits over hits + misses), when any read.
+    hits: Option<f64>,
+}
+
+/// `(keyspace_hits, keyspace_misses)` of INFO stats, for servers that keep them.
+fn lookups(ctl: &mut Option<Ctl>) -> Option<(u64, u64)> {
+    let info = ctl.as_mut()?.info("stats").ok()?;
+    let get = |k: &str| info.get(k)?.parse::<u64>().ok();
+    Some((get("keyspace_hits")?, get("keyspace_misses")?))
+}
+
+/// The hit fraction between two [`lookups`], when there were reads.
+fn hit_ratio(a: Option<(u64, u64)>, b: Option<(u64, u64)>) -> Option<f64> {
+    let ((h0, m0), (h1, m1)) = (a?, b?);
+    let (h, m) = (h1.checked_sub(h0)?, m1.checked_sub(m0)?);
+    (h + m > 0).then(|| h as f64 / (h + m) as f64)
 }
 
 /// `kvbench calibrate`: returns the exit code.
@@ -114,6 +139,12 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         ("redis-calibrate", cmd)
     };
     let server = Server::start(name, &cmd, &args.server_cpus, &args.out)?;
+    // A control connection for INFO stats (hit ratio of each run); the null server keeps none.
+    let mut ctl = if args.null_server {
+        None
+    } else {
+        Ctl::connect(server.addr, None).ok()
+    };
     let load_cpus = spec
         .load_cpus
         .iter()
@@ -125,8 +156,8 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         args.server_cpus, spec.clients, spec.pipeline, spec.data_size, spec.keyspace
     );
     println!(
-        "  {:<10} {:<16} {:>12} {:>14} {:>14}",
-        "test", "tool", "ops/s", "client µs/req", "server µs/req"
+        "  {:<10} {:<22} {:>12} {:>14} {:>14} {:>12}",
+        "test", "tool", "ops/s", "client µs/req", "server µs/req", "client busy"
     );
     let mut report = Vec::new();
     let mut errors = 0;
@@ -137,44 +168,88 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         let (mut ours, mut theirs) = (Vec::new(), Vec::new());
         for round in 0..args.rounds.max(1) {
             for tool in 0..2 {
+                let l0 = lookups(&mut ctl);
                 if (tool + round) % 2 == 0 {
                     let cfg = config(&spec, server.addr, None);
                     // The whole process, as for redis-benchmark: client threads, progress, set-up.
+                    let t0 = Instant::now();
                     let c0 = sys::process_cpu_secs();
                     let r = measure(&cfg, wl, Some(server.pid)).map_err(|e| e.to_string())?;
                     let client = sys::process_cpu_secs() - c0;
+                    let wall = t0.elapsed().as_secs_f64();
                     errors += r.all.errors;
                     ours.push(Sample {
                         ops: r.all.ops_per_sec,
                         client_us: client * 1e6 / r.all.requests.max(1) as f64,
                         server_us: r.server_cpu_us_per_req.unwrap_or(0.0),
+                        busy: client / wall.max(1e-9),
+                        hits: hit_ratio(l0, lookups(&mut ctl)),
                     });
+                    print_sample(test, round, "kvbench", &ours[ours.len() - 1]);
                 } else {
-                    theirs.push(redis_benchmark(&rb, &spec, &load_cpus, test, &server, n)?);
+                    let mut s = redis_benchmark(&rb, &spec, &load_cpus, test, &server, n)?;
+                    s.hits = hit_ratio(l0, lookups(&mut ctl));
+                    print_sample(test, round, "redis-benchmark", &s);
+                    theirs.push(s);
                 }
             }
         }
         let med =
             |v: &[Sample], f: fn(&Sample) -> f64| median(&v.iter().map(f).collect::<Vec<_>>());
         let row = |tool: &str, v: &[Sample]| {
-            let (o, c, s) = (
+            let (o, c, s, b) = (
                 med(v, |x| x.ops),
                 med(v, |x| x.client_us),
                 med(v, |x| x.server_us),
+                med(v, |x| x.busy),
             );
-            println!("  {test:<10} {tool:<16} {o:>12.0} {c:>14.3} {s:>14.3}");
-            (o, c, s)
+            println!(
+                "  {test:<10} {:<22} {o:>12.0} {c:>14.3} {s:>14.3} {:>11.0}%",
+                format!("{tool} (med)"),
+                b * 100.0
+            );
+            (o, c, s, b)
         };
         let a = row("kvbench", &ours);
         let b = row("redis-benchmark", &theirs);
-        println!(
-            "  {test:<10} kvbench/redis-benchmark: ops/s {:.3}, client CPU/req {:.3}, server CPU/req {:.3}",
-            a.0 / b.0.max(1e-9), a.1 / b.1.max(1e-9), a.2 / b.2.max(1e-9)
+        // Ratios of the two runs of each round, then their median and spread.
+        let paired = |f: fn(&Sample) -> f64| {
+            let r: Vec<f64> = ours
+                .iter()
+                .zip(&theirs)
+                .map(|(x, y)| f(x) / f(y).max(1e-12))
+                .collect();
+            let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (median(&r), lo, hi)
+        };
+        let (ops_r, cpu_r, srv_r) = (
+            paired(|x| x.ops),
+            paired(|x| x.client_us),
+            paired(|x| x.server_us),
         );
+        let show = |(m, lo, hi): (f64, f64, f64)| format!("{m:.3} [{lo:.3}..{hi:.3}]");
+        println!(
+            "  {test:<10} kvbench/redis-benchmark per round, median [min..max]: ops/s {}, client CPU/req {}, server CPU/req {}",
+            show(ops_r), show(cpu_r), show(srv_r)
+        );
+        let runs = |v: &[Sample]| {
+            v.iter()
+                .map(|x| {
+                    serde_json::json!({
+                        "ops_per_sec": x.ops, "client_cpu_us_per_req": x.client_us,
+                        "server_cpu_us_per_req": x.server_us, "client_busy": x.busy, "hit_ratio": x.hits,
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        let ratio =
+            |(m, lo, hi): (f64, f64, f64)| serde_json::json!({ "median": m, "min": lo, "max": hi });
         report.push(serde_json::json!({
             "test": test,
-            "kvbench": { "ops_per_sec": a.0, "client_cpu_us_per_req": a.1, "server_cpu_us_per_req": a.2 },
-            "redis_benchmark": { "ops_per_sec": b.0, "client_cpu_us_per_req": b.1, "server_cpu_us_per_req": b.2 },
+            "kvbench": { "ops_per_sec": a.0, "client_cpu_us_per_req": a.1, "server_cpu_us_per_req": a.2, "client_busy": a.3, "runs": runs(&ours) },
+            "redis_benchmark": { "ops_per_sec": b.0, "client_cpu_us_per_req": b.1, "server_cpu_us_per_req": b.2, "client_busy": b.3, "runs": runs(&theirs) },
+            "ratio_per_round": { "ops_per_sec": ratio(ops_r), "client_cpu_per_req": ratio(cpu_r), "server_cpu_per_req": ratio(srv_r) },
         }));
     }
     let path = args.out.join(format!("calibrate-{name}.json"));
@@ -200,6 +275,7 @@ fn redis_benchmark(
 ) -> Result<Sample, String> {
     let name = if test == "ping" { "ping_mbulk" } else { test };
     let s0 = server.cpu_secs();
+    let t0 = Instant::now();
     let c0 = sys::children_cpu_secs();
     let out = Command::new("taskset")
         .args(["-c", cpus])
@@ -217,6 +293,7 @@ fn redis_benchmark(
         .output()
         .map_err(|e| format!("{}: {e}", rb.display()))?;
     let client = sys::children_cpu_secs() - c0;
+    let wall = t0.elapsed().as_secs_f64();
     let server_cpu = server.cpu_secs() - s0;
     let text = String::from_utf8_lossy(&out.stdout);
     let ops = parse_csv_rps(&text).ok_or_else(|| {
@@ -230,7 +307,24 @@ fn redis_benchmark(
         ops,
         client_us: client * 1e6 / n as f64,
         server_us: server_cpu * 1e6 / n as f64,
+        busy: client / wall.max(1e-9),
+        hits: None,
     })
+}
+
+/// One run's line.
+fn print_sample(test: &str, round: usize, tool: &str, s: &Sample) {
+    let hits = s
+        .hits
+        .map_or(String::new(), |h| format!("  hits {:.1}%", h * 100.0));
+    println!(
+        "  {test:<10} {:<22} {:>12.0} {:>14.3} {:>14.3} {:>11.0}%{hits}",
+        format!("{tool} #{}", round + 1),
+        s.ops,
+        s.client_us,
+        s.server_us,
+        s.busy * 100.0
+    );
 }
 
 /// The rps of the first result line of redis-benchmark's `--csv` output.
@@ -242,6 +336,15 @@ fn parse_csv_rps(text: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hit_ratio_of_two_readings() {
+        assert_eq!(super::hit_ratio(Some((10, 5)), Some((40, 15))), Some(0.75));
+        // No reads in between, a server without the counters, counters reset.
+        assert_eq!(super::hit_ratio(Some((10, 5)), Some((10, 5))), None);
+        assert_eq!(super::hit_ratio(None, Some((1, 0))), None);
+        assert_eq!(super::hit_ratio(Some((10, 5)), Some((0, 0))), None);
+    }
+
     #[test]
     fn csv_rps() {
         let out = "\"test\",\"rps\",\"avg_latency_ms\"\n\"SET\",\"812345.67\",\"0.9\"\n";

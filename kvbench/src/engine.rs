@@ -33,7 +33,7 @@ const MAX_INFLIGHT: usize = 1024;
 /// A run fails when no reply came for this long while requests were outstanding.
 const STALL: Duration = Duration::from_secs(30);
 /// Read buffer per connection at start (grows when one reply is larger).
-const READ_BUF: usize = 64 * 1024;
+const READ_BUF: usize = 16 * 1024;
 
 /// What to send, where, how much.
 #[derive(Clone, Debug)]
@@ -285,6 +285,8 @@ impl<'a> Thread<'a> {
                 Err(e) => return Err(e),
             }
             now = Instant::now();
+            // All replies of this wake-up first, then the next batches (as
+            // redis-benchmark does), so requests reach the server together.
             for ev in &events {
                 let i = ev.token().0;
                 if ev.is_writable() {
@@ -297,7 +299,9 @@ impl<'a> Thread<'a> {
                     }
                     last_reply = now;
                 }
-                self.send(i, now, measure_from)?;
+            }
+            for ev in &events {
+                self.send(ev.token().0, now, measure_from)?;
             }
             if self.interval.is_some() {
                 for i in 0..self.conns.len() {
@@ -380,6 +384,9 @@ impl<'a> Thread<'a> {
             };
             c.len += got;
             let mut pos = 0;
+            // Replies of one flight parsed from this read share one latency:
+            // they are recorded together, one histogram update per run of a kind.
+            let mut run: Option<(usize, u64, u64)> = None;
             while let Some((used, is_err)) = skip_reply(&c.buf[pos..c.len]).map_err(|e| {
                 io::Error::new(io::ErrorKind::InvalidData, format!("bad reply: {e}"))
             })? {
@@ -391,11 +398,20 @@ impl<'a> Thread<'a> {
                 };
                 if f.measured {
                     let kind = c.batches[f.batch].kinds[f.done] as usize;
-                    let ns = now.saturating_duration_since(f.start).as_nanos() as u64;
                     if is_err {
+                        let ns = now.saturating_duration_since(f.start).as_nanos() as u64;
                         self.kinds[kind].error(ns, &c.buf[pos..pos + used]);
                     } else {
-                        self.kinds[kind].record(ns);
+                        match &mut run {
+                            Some((k, _, count)) if *k == kind => *count += 1,
+                            _ => {
+                                if let Some((k, ns, count)) = run {
+                                    self.kinds[k].record_n(ns, count);
+                                }
+                                let ns = now.saturating_duration_since(f.start).as_nanos() as u64;
+                                run = Some((kind, ns, 1));
+                            }
+                        }
                     }
                 }
                 f.done += 1;
@@ -405,7 +421,14 @@ impl<'a> Thread<'a> {
                         completed += f.n as u64;
                     }
                     c.inflight.pop_front();
+                    // The next flight started at another time.
+                    if let Some((k, ns, count)) = run.take() {
+                        self.kinds[k].record_n(ns, count);
+                    }
                 }
+            }
+            if let Some((k, ns, count)) = run {
+                self.kinds[k].record_n(ns, count);
             }
             c.buf.copy_within(pos..c.len, 0);
             c.len -= pos;

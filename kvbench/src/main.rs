@@ -27,8 +27,10 @@ mod workload;
 
 use clap::{Parser, Subcommand};
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The system allocator: the load loop allocates nothing per request, and
+// mimalloc's arenas asked for transparent huge pages, whose zeroing on first
+// touch cost up to 15 ms of client CPU per run (perf: clear_page_erms under
+// mi_page_fresh_alloc), counted in every calibration.
 
 /// Load generator for RESP servers (kvserver, redis-server, valkey-server ...).
 #[derive(Parser, Debug)]

@@ -32,6 +32,8 @@ struct Conn {
     len: usize,
     out: Vec<u8>,
     sent: usize,
+    /// Registered for writable events (only while a write is stuck, as redis-server does).
+    watch_write: bool,
 }
 
 /// Serves until killed; returns only on a listener error.
@@ -70,11 +72,8 @@ fn serve(addr: SocketAddr) -> io::Result<()> {
                                 conns.push(None);
                                 conns.len() - 1
                             });
-                            poll.registry().register(
-                                &mut sock,
-                                Token(i),
-                                Interest::READABLE | Interest::WRITABLE,
-                            )?;
+                            poll.registry()
+                                .register(&mut sock, Token(i), Interest::READABLE)?;
                             conns[i] = Some(Conn {
                                 sock,
                                 parser: Parser::new(limits),
@@ -82,6 +81,7 @@ fn serve(addr: SocketAddr) -> io::Result<()> {
                                 len: 0,
                                 out: Vec::with_capacity(64 << 10),
                                 sent: 0,
+                                watch_write: false,
                             });
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -94,7 +94,7 @@ fn serve(addr: SocketAddr) -> io::Result<()> {
             let Some(c) = conns.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
-            if serve_conn(c).is_err() {
+            if serve_conn(c, &poll, Token(i)).is_err() {
                 if let Some(mut c) = conns[i].take() {
                     let _ = poll.registry().deregister(&mut c.sock);
                 }
@@ -104,7 +104,11 @@ fn serve(addr: SocketAddr) -> io::Result<()> {
 }
 
 /// Reads what arrived, answers every whole command, writes what it can.
-fn serve_conn(c: &mut Conn) -> io::Result<()> {
+///
+/// Like redis-server: one read per readable event unless the buffer filled
+/// (a short read emptied the socket, and the next arrival raises a new
+/// edge), and writable events watched only while a reply is stuck.
+fn serve_conn(c: &mut Conn, poll: &Poll, token: Token) -> io::Result<()> {
     loop {
         if c.len == c.input.len() {
             if c.input.len() >= MAX_BUF {
@@ -113,13 +117,15 @@ fn serve_conn(c: &mut Conn) -> io::Result<()> {
             let grown = c.input.len() * 2;
             c.input.resize(grown, 0);
         }
-        match c.sock.read(&mut c.input[c.len..]) {
+        let room = c.input.len() - c.len;
+        let got = match c.sock.read(&mut c.input[c.len..]) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(k) => c.len += k,
+            Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
-        }
+        };
+        c.len += got;
         let mut pos = 0;
         loop {
             match c.parser.parse(&c.input[pos..c.len]) {
@@ -139,6 +145,9 @@ fn serve_conn(c: &mut Conn) -> io::Result<()> {
         }
         c.input.copy_within(pos..c.len, 0);
         c.len -= pos;
+        if got < room {
+            break;
+        }
     }
     while c.sent < c.out.len() {
         match c.sock.write(&c.out[c.sent..]) {
@@ -149,11 +158,21 @@ fn serve_conn(c: &mut Conn) -> io::Result<()> {
             Err(e) => return Err(e),
         }
     }
-    if c.sent == c.out.len() {
+    let stuck = c.sent < c.out.len();
+    if !stuck {
         c.out.clear();
         c.sent = 0;
     } else if c.out.len() > MAX_BUF {
         return Err(io::ErrorKind::OutOfMemory.into());
+    }
+    if stuck != c.watch_write {
+        c.watch_write = stuck;
+        let interest = if stuck {
+            Interest::READABLE | Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        poll.registry().reregister(&mut c.sock, token, interest)?;
     }
     Ok(())
 }

@@ -12,9 +12,11 @@ pub fn watch<T>(label: &str, total: Option<u64>, secs: f64, f: impl FnOnce(&Atom
     let done = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        s.spawn(|| ticker(label, total, secs, &done, &stop));
+        let t = s.spawn(|| ticker(label, total, secs, &done, &stop));
         let r = f(&done);
         stop.store(true, Ordering::Relaxed);
+        // Wake the ticker now, so the caller's wall time ends with the load.
+        t.thread().unpark();
         r
     })
 }
@@ -36,7 +38,8 @@ fn ticker(label: &str, total: Option<u64>, secs: f64, done: &AtomicU64, stop: &A
     });
     let mut last_line = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
+        // Parked, not asleep: `watch` unparks it when the load ends.
+        std::thread::park_timeout(Duration::from_millis(100));
         let n = done.load(Ordering::Relaxed);
         match &bar {
             Some(b) => b.set_position(match total {

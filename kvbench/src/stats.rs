@@ -39,6 +39,12 @@ impl Counts {
         self.hist.saturating_record(ns.max(1));
     }
 
+    /// Records `count` replies that each took `ns`.
+    #[inline]
+    pub fn record_n(&mut self, ns: u64, count: u64) {
+        self.hist.saturating_record_n(ns.max(1), count);
+    }
+
     /// Records an error reply (its latency counts too).
     pub fn error(&mut self, ns: u64, reply: &[u8]) {
         self.record(ns);

@@ -312,9 +312,23 @@ impl Batch {
 
 /// Writes `v` as exactly `out.len()` decimal digits, zero-padded.
 pub fn write_digits(out: &mut [u8], mut v: u64) {
-    for b in out.iter_mut().rev() {
+    // Two digits per division, from a table of "00".."99".
+    const PAIRS: [[u8; 2]; 100] = {
+        let mut t = [[0u8; 2]; 100];
+        let mut i = 0;
+        while i < 100 {
+            t[i] = [b'0' + (i / 10) as u8, b'0' + (i % 10) as u8];
+            i += 1;
+        }
+        t
+    };
+    let mut chunks = out.rchunks_exact_mut(2);
+    for pair in &mut chunks {
+        pair.copy_from_slice(&PAIRS[(v % 100) as usize]);
+        v /= 100;
+    }
+    if let [b] = chunks.into_remainder() {
         *b = b'0' + (v % 10) as u8;
-        v /= 10;
     }
 }
 

@@ -340,3 +340,37 @@ fn compare_fails_when_a_server_cannot_start() {
     assert!(stderr.contains("kvserver exited"), "{stderr}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn null_server_answers_every_request() {
+    let s = start(Path::new(KVBENCH), &["null-server", "--port", "{PORT}"]);
+    // Every request counted once, though replies of a batch are recorded together.
+    let doc = run_json(
+        s.port,
+        &["-c", "3", "-P", "16", "-n", "4800", "-t", "ping,set,get"],
+    );
+    for r in doc["results"].as_array().unwrap() {
+        assert_eq!(r["all"]["requests"].as_u64(), Some(4800), "{r}");
+        assert_eq!(r["all"]["errors"].as_u64(), Some(0), "{r}");
+    }
+    // 2 MB of replies to a client that reads only after sending everything
+    // all arrive. (Loopback buffers absorb this much here, so it does not
+    // force the server's writable-event path: a mutation removing it still passed.)
+    const N: usize = 300_000;
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(&b"*1\r\n$4\r\nPING\r\n".repeat(N)).unwrap();
+    let want = b"+PONG\r\n".len() * N;
+    let mut got = 0;
+    let mut buf = vec![0u8; 64 << 10];
+    while got < want {
+        let k = c.read(&mut buf).expect("the null server stopped answering");
+        assert!(
+            k > 0,
+            "the null server closed the connection after {got} bytes"
+        );
+        assert!(buf[..k].iter().all(|b| b"+PONG\r\n".contains(b)));
+        got += k;
+    }
+    assert_eq!(got, want);
+}

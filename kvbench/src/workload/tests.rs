@@ -75,6 +75,17 @@ fn digits_are_fixed_width() {
     assert_eq!(&buf, b"000000000042");
     write_digits(&mut buf, MAX_KEYSPACE - 1);
     assert_eq!(&buf, b"999999999999");
+    write_digits(&mut buf, 123_456_789_012);
+    assert_eq!(&buf, b"123456789012");
+    // Odd widths: the leading digit comes from the remainder.
+    let mut odd = [0u8; 5];
+    write_digits(&mut odd, 12_345);
+    assert_eq!(&odd, b"12345");
+    write_digits(&mut odd, 7);
+    assert_eq!(&odd, b"00007");
+    let mut one = [0u8; 1];
+    write_digits(&mut one, 9);
+    assert_eq!(&one, b"9");
 }
 
 #[test]
