@@ -187,12 +187,20 @@ impl Tree {
     fn rank_by_entry(&self, pred: impl Fn(&Entry) -> bool) -> usize {
         let mut node = &self.root;
         let mut rank = 0;
+        // Entries under `node`: the kids left of the path are counted from whichever end is
+        // nearer, so a rank near the top (ZRANK of the highest scores) sums few counts.
+        let mut total = self.len;
         loop {
             match node {
                 Node::Leaf(v) => return rank + v.partition_point(&pred),
                 Node::Inner(n) => {
                     let i = n.seps.partition_point(&pred);
-                    rank += n.counts[..i].iter().sum::<usize>();
+                    rank += if 2 * i <= n.counts.len() {
+                        n.counts[..i].iter().sum::<usize>()
+                    } else {
+                        total - n.counts[i..].iter().sum::<usize>()
+                    };
+                    total = n.counts[i];
                     node = &n.kids[i];
                 }
             }
