@@ -17,8 +17,9 @@ pub enum Value {
     Int(i64),
     /// A string created whole (SET, GETSET ...): `embstr` up to 44 bytes, else `raw`.
     Str(Box<[u8]>),
-    /// A string modified in place (APPEND, SETRANGE): always `raw`, grows amortized.
-    Raw(Vec<u8>),
+    /// A string modified in place (APPEND, SETRANGE): always `raw`, grows amortized. Boxed so
+    /// a `Value` is 24 bytes, not 32: every key pays for the enum, few for this indirection.
+    Raw(Box<Vec<u8>>),
     /// A sorted set (`listpack` or `skiplist`).
     ZSet(ZSet),
 }
@@ -106,13 +107,15 @@ impl Value {
     /// Turns a string value into a growable `raw` byte vector in place and returns it.
     pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
         match self {
-            Value::Int(i) => *self = Value::Raw(itoa::Buffer::new().format(*i).as_bytes().to_vec()),
-            Value::Str(b) => *self = Value::Raw(std::mem::take(b).into_vec()),
+            Value::Int(i) => {
+                *self = Value::Raw(Box::new(itoa::Buffer::new().format(*i).as_bytes().to_vec()))
+            }
+            Value::Str(b) => *self = Value::Raw(Box::new(std::mem::take(b).into_vec())),
             Value::Raw(_) => {}
             Value::ZSet(_) => return None,
         }
         match self {
-            Value::Raw(v) => Some(v),
+            Value::Raw(v) => Some(&mut **v),
             _ => None,
         }
     }
@@ -122,7 +125,7 @@ impl Value {
         match self {
             Value::Int(_) => 0,
             Value::Str(b) => b.len(),
-            Value::Raw(v) => v.capacity(),
+            Value::Raw(v) => std::mem::size_of::<Vec<u8>>() + v.capacity(),
             Value::ZSet(z) => z.heap_bytes(),
         }
     }

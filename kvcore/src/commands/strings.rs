@@ -292,7 +292,7 @@ impl Db {
         if cur_len.is_none() {
             let mut v = vec![0u8; end];
             v[offset..].copy_from_slice(bytes);
-            ks.insert_absent(key, Value::Raw(v), Ttl::Clear);
+            ks.insert_absent(key, Value::Raw(Box::new(v)), Ttl::Clear);
             return Ok(end);
         }
         let v = ks

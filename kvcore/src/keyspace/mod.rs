@@ -1,7 +1,8 @@
 //! One logical database: keys → values, and the expiry index.
 //!
-//! Keys live in a [`Dict`] of intrusively chained nodes (one allocation per key holding the
-//! chain link, the key, the value and the deadline). Keys with a deadline are also listed in a
+//! Keys live in a [`Dict`] of intrusively chained nodes: one allocation per key holding the
+//! chain link, the value, the deadline (only for keys that have one) and the key bytes; see
+//! [`node`]. Keys with a deadline are also listed in a
 //! second dict, `expires`, which the active expiry cycle walks with a SCAN cursor, as Redis
 //! walks `db->expires`: keys without a TTL cost nothing there.
 //!
@@ -10,52 +11,12 @@
 //! rounds of 20 and goes on while more than 10% of a round had expired and budget remains.
 //! Deadlines are absolute Unix milliseconds; `now` is passed in by the caller (cached per batch).
 
+mod node;
+
 use crate::dict::{Dict, Link};
 use crate::value::Value;
-
-/// One key's node in the main dict.
-#[derive(Debug)]
-pub struct KeyNode {
-    next: Option<Box<KeyNode>>,
-    key: Box<[u8]>,
-    /// The value.
-    pub value: Value,
-    /// Absolute deadline in Unix ms; 0 = no expiry. Mirrors the `expires` dict.
-    expire_at: u64,
-}
-
-impl KeyNode {
-    /// The key.
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-    /// The deadline in Unix ms, if any.
-    pub fn expire_at(&self) -> Option<u64> {
-        (self.expire_at != 0).then_some(self.expire_at)
-    }
-    /// Expired once the clock has passed the deadline (Redis's `now > when`): at the deadline
-    /// itself the key still lives, with a PTTL of 0. Setting a deadline at or before now
-    /// deletes the key instead (the commands check that).
-    fn expired(&self, now: u64) -> bool {
-        self.expire_at != 0 && self.expire_at < now
-    }
-    /// Approximate bytes this key costs (node, key, value heap), for MEMORY USAGE.
-    pub fn mem_bytes(&self) -> usize {
-        std::mem::size_of::<KeyNode>() + self.key.len() + self.value.heap_bytes()
-    }
-}
-
-impl Link for Box<KeyNode> {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn next(&self) -> Option<&Self> {
-        self.next.as_ref()
-    }
-    fn next_mut(&mut self) -> &mut Option<Self> {
-        &mut self.next
-    }
-}
+pub use node::KeyNode;
+use node::Node;
 
 /// A key's entry in the expiry index.
 #[derive(Debug)]
@@ -102,7 +63,7 @@ pub const EXPIRE_SAMPLE: usize = 20;
 
 /// One logical database.
 pub struct Keyspace {
-    main: Dict<Box<KeyNode>>,
+    main: Dict<Node>,
     expires: Dict<Box<ExpNode>>,
     expire_cursor: u64,
     /// Keys found expired and deleted (lazily or actively) since start.
@@ -154,9 +115,9 @@ impl Keyspace {
         }
     }
 
-    fn delete_node(&mut self, key: &[u8]) -> Option<Box<KeyNode>> {
+    fn delete_node(&mut self, key: &[u8]) -> Option<Node> {
         let node = self.main.remove(key)?;
-        if node.expire_at != 0 {
+        if node.deadline() != 0 {
             self.expires.remove(key);
         }
         Some(node)
@@ -193,14 +154,16 @@ impl Keyspace {
         if self.check_live(key, now) {
             if let Some(node) = self.main.get_mut(key) {
                 node.value = value;
-                let old = node.expire_at;
+                let old = node.deadline();
                 let new = match ttl {
                     Ttl::Clear => 0,
                     Ttl::Keep => old,
                     Ttl::At(t) => t,
                 };
-                node.expire_at = new;
-                self.sync_expire(key, old, new);
+                if new != old {
+                    self.put_deadline(key, new);
+                    self.sync_expire(key, old, new);
+                }
                 return;
             }
         }
@@ -208,23 +171,32 @@ impl Keyspace {
             Ttl::At(t) => t,
             Ttl::Clear | Ttl::Keep => 0,
         };
-        self.insert_new(key.into(), value, at);
+        self.insert_new(key, value, at);
     }
 
-    fn insert_new(&mut self, key: Box<[u8]>, value: Value, at: u64) {
+    fn insert_new(&mut self, key: &[u8], value: Value, at: u64) {
         if at != 0 {
             self.expires.insert(Box::new(ExpNode {
                 next: None,
-                key: key.clone(),
+                key: key.into(),
                 at,
             }));
         }
-        self.main.insert_new(Box::new(KeyNode {
-            next: None,
-            key,
-            value,
-            expire_at: at,
-        }));
+        self.main.insert_new(Node::new(key, value, at));
+    }
+
+    /// Writes the raw deadline `at` (0 = none) into the node of a present key, rebuilding the
+    /// node with a deadline slot when it has none. Leaves `expires` to the caller.
+    fn put_deadline(&mut self, key: &[u8], at: u64) {
+        let Some(node) = self.main.get_mut(key) else {
+            return;
+        };
+        if !node.try_set_deadline(at) {
+            self.main.replace_with(key, |n| {
+                let (value, _) = n.into_parts();
+                Node::new(key, value, at)
+            });
+        }
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
@@ -233,7 +205,7 @@ impl Keyspace {
             Ttl::At(t) => t,
             _ => 0,
         };
-        self.insert_new(key.into(), value, at);
+        self.insert_new(key, value, at);
     }
 
     fn sync_expire(&mut self, key: &[u8], old: u64, new: u64) {
@@ -262,7 +234,7 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return None;
         }
-        self.delete_node(key).map(|n| n.value)
+        self.delete_node(key).map(|n| n.into_parts().0)
     }
 
     /// Removes `key` with its deadline; returns `(value, deadline)` if it was live.
@@ -271,12 +243,9 @@ impl Keyspace {
             return None;
         }
         self.delete_node(key).map(|n| {
-            let ttl = if n.expire_at != 0 {
-                Ttl::At(n.expire_at)
-            } else {
-                Ttl::Clear
-            };
-            (n.value, ttl)
+            let (value, at) = n.into_parts();
+            let ttl = if at != 0 { Ttl::At(at) } else { Ttl::Clear };
+            (value, ttl)
         })
     }
 
@@ -290,13 +259,15 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return false;
         }
-        let Some(node) = self.main.get_mut(key) else {
+        let Some(node) = self.main.get(key) else {
             return false;
         };
-        let old = node.expire_at;
+        let old = node.deadline();
         let new = at.unwrap_or(0);
-        node.expire_at = new;
-        self.sync_expire(key, old, new);
+        if new != old {
+            self.put_deadline(key, new);
+            self.sync_expire(key, old, new);
+        }
         true
     }
 
@@ -315,10 +286,10 @@ impl Keyspace {
     pub fn random_key(&mut self, mut rng: impl FnMut() -> u64, now: u64) -> Option<Box<[u8]>> {
         for _ in 0..100 {
             let node = self.main.random(rng())?;
+            let key: Box<[u8]> = node.key().into();
             if !node.expired(now) {
-                return Some(node.key.clone());
+                return Some(key);
             }
-            let key = node.key.clone();
             self.check_live(&key, now);
         }
         None
