@@ -1,10 +1,10 @@
 //! One logical database: keys → values, and the expiry index.
 //!
 //! Keys live in a [`Dict`] of intrusively chained nodes: one allocation per key holding the
-//! chain link, the value, the deadline (only for keys that have one) and the key bytes; see
-//! [`node`]. Keys with a deadline are also listed in a
-//! second dict, `expires`, which the active expiry cycle walks with a SCAN cursor, as Redis
-//! walks `db->expires`: keys without a TTL cost nothing there.
+//! chain link, the value, the deadline (only for keys that have one) and the key bytes (see
+//! [`Packed`]). Keys with a deadline are also listed in a second dict, `expires` (key bytes
+//! only: the deadline stays in the main node), which the active expiry cycle walks with a SCAN
+//! cursor, as Redis walks `db->expires`: keys without a TTL cost nothing there.
 //!
 //! Expiry is lazy on access — every lookup that finds a key past its deadline deletes it and
 //! reports it missing — plus [`Keyspace::active_expire`], which samples keys with a deadline in
@@ -15,28 +15,8 @@ mod node;
 
 use crate::dict::{Dict, Link};
 use crate::value::Value;
-pub use node::KeyNode;
-use node::Node;
-
-/// A key's entry in the expiry index.
-#[derive(Debug)]
-struct ExpNode {
-    next: Option<Box<ExpNode>>,
-    key: Box<[u8]>,
-    at: u64,
-}
-
-impl Link for Box<ExpNode> {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn next(&self) -> Option<&Self> {
-        self.next.as_ref()
-    }
-    fn next_mut(&mut self) -> &mut Option<Self> {
-        &mut self.next
-    }
-}
+pub use node::{KeyNode, Packed};
+use node::{Node, Thin};
 
 /// What a write does to the key's deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,7 +44,8 @@ pub const EXPIRE_SAMPLE: usize = 20;
 /// One logical database.
 pub struct Keyspace {
     main: Dict<Node>,
-    expires: Dict<Box<ExpNode>>,
+    /// The keys that have a deadline (the deadline itself lives in their main node).
+    expires: Dict<Thin<()>>,
     expire_cursor: u64,
     /// Keys found expired and deleted (lazily or actively) since start.
     pub expired_keys: u64,
@@ -176,11 +157,7 @@ impl Keyspace {
 
     fn insert_new(&mut self, key: &[u8], value: Value, at: u64) {
         if at != 0 {
-            self.expires.insert(Box::new(ExpNode {
-                next: None,
-                key: key.into(),
-                at,
-            }));
+            self.expires.insert(Thin::new(key, (), 0));
         }
         self.main.insert_new(Node::new(key, value, at));
     }
@@ -215,17 +192,9 @@ impl Keyspace {
                 self.expires.remove(key);
             }
             (false, true) => {
-                self.expires.insert(Box::new(ExpNode {
-                    next: None,
-                    key: key.into(),
-                    at: new,
-                }));
+                self.expires.insert(Thin::new(key, (), 0));
             }
-            (true, true) => {
-                if let Some(e) = self.expires.get_mut(key) {
-                    e.at = new;
-                }
-            }
+            (true, true) => {}
         }
     }
 
@@ -314,11 +283,12 @@ impl Keyspace {
             let mut sampled = 0;
             let mut cursor = self.expire_cursor;
             // A scan step visits one bucket; take steps until a round's worth was sampled.
+            let main = &self.main;
             loop {
                 cursor = self.expires.scan(cursor, |e| {
                     sampled += 1;
-                    if e.at < now {
-                        dead.push(e.key.clone());
+                    if main.get(e.key()).is_some_and(|n| n.expired(now)) {
+                        dead.push(e.key().into());
                     }
                 });
                 if cursor == 0 || sampled >= EXPIRE_SAMPLE {
@@ -348,9 +318,18 @@ impl Keyspace {
         self.expires.rehash_step(64);
     }
 
-    /// Heap bytes of the bucket arrays.
+    /// Heap bytes of the bucket arrays of both dicts.
     pub fn table_bytes(&self) -> usize {
         self.main.table_bytes() + self.expires.table_bytes()
+    }
+
+    /// Heap bytes of the expiry index's entries (key copies; its buckets are in
+    /// [`Keyspace::table_bytes`]). O(keys with a deadline).
+    pub fn expires_entry_bytes(&self) -> usize {
+        self.expires
+            .iter()
+            .map(|e| std::mem::size_of_val::<Packed<()>>(e))
+            .sum()
     }
 }
 
@@ -392,5 +371,50 @@ mod tests {
         assert_eq!(ks.expires_len(), 1);
         assert_eq!(ks.remove(b"k", 20), None);
         assert_eq!(ks.expires_len(), 0);
+    }
+
+    #[test]
+    fn deadline_slots_while_rehashing() {
+        // Giving a deadline reallocates the node (it gains a slot); do it while the dict grows,
+        // so rebuilt nodes land in half-migrated tables, and check every key afterwards.
+        let mut ks = Keyspace::new();
+        let key = |i: u32| format!("key:{i}").into_bytes();
+        for i in 0..4000u32 {
+            ks.set(&key(i), Value::Int(i.into()), Ttl::Clear, 0);
+            if i % 3 == 0 {
+                assert!(ks.set_expire(&key(i / 2), Some(1000 + u64::from(i)), 0));
+            }
+        }
+        for i in 0..4000u32 {
+            let n = ks.get(&key(i), 0).expect("present");
+            assert_eq!(n.key(), &key(i)[..]);
+            assert_eq!(n.value, Value::Int(i.into()));
+            // Key k got the deadline of the step j in {2k, 2k + 1} that is a multiple of 3.
+            let want = [i * 2, i * 2 + 1]
+                .into_iter()
+                .find(|j| j % 3 == 0 && *j < 4000)
+                .map(|j| 1000 + u64::from(j));
+            assert_eq!(n.expire_at(), want, "key {i}");
+        }
+        let with_ttl = (0..4000u32).filter(|i| i % 3 == 0).count();
+        assert_eq!(ks.expires_len(), with_ttl);
+        // Clearing keeps the slot; setting again reuses it. Overwriting keeps or clears.
+        assert!(ks.set_expire(&key(0), None, 0));
+        assert_eq!(ks.expire_of(&key(0), 0), Some(None));
+        assert!(ks.set_expire(&key(0), Some(7), 0));
+        ks.set(&key(0), Value::Int(-1), Ttl::Keep, 0);
+        assert_eq!(ks.expire_of(&key(0), 0), Some(Some(7)));
+        ks.set(&key(0), Value::Int(-2), Ttl::Clear, 0);
+        assert_eq!(ks.expire_of(&key(0), 0), Some(None));
+        assert_eq!(ks.expires_len(), with_ttl - 1);
+        // Everything with a deadline is gone once the clock passes them all.
+        let mut run = ExpireRun::default();
+        while ks.expires_len() > 0 {
+            let r = ks.active_expire(10_000, || true);
+            run.expired += r.expired;
+        }
+        assert_eq!(run.expired, with_ttl - 1);
+        assert_eq!(ks.len(), 4000 - (with_ttl - 1));
+        assert_eq!(ks.take(&key(2), 10_000), Some((Value::Int(2), Ttl::Clear)));
     }
 }
