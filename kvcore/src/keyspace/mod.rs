@@ -13,7 +13,7 @@
 
 mod node;
 
-use crate::dict::{Dict, Link};
+use crate::dict::{Dict, Link, REHASH_MOVES};
 use crate::value::Value;
 pub use node::{KeyNode, Packed};
 use node::{Node, Thin};
@@ -83,17 +83,25 @@ impl Keyspace {
         self.expires.len()
     }
 
+    /// The node of `key` if it is live; deletes it if it is past its deadline. One chain walk,
+    /// no rehash step.
+    fn live(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
+        match self.main.get_or_evict(key, |n| n.expired(now)) {
+            Ok(n) => Some(n),
+            Err(None) => None,
+            Err(Some(dead)) => {
+                if dead.deadline() != 0 {
+                    self.expires.remove(key);
+                }
+                self.expired_keys += 1;
+                None
+            }
+        }
+    }
+
     /// Deletes the key if it is past its deadline; returns whether it is (still) live.
     fn check_live(&mut self, key: &[u8], now: u64) -> bool {
-        match self.main.get(key) {
-            None => false,
-            Some(n) if n.expired(now) => {
-                self.delete_node(key);
-                self.expired_keys += 1;
-                false
-            }
-            Some(_) => true,
-        }
+        self.live(key, now).is_some()
     }
 
     fn delete_node(&mut self, key: &[u8]) -> Option<Node> {
@@ -106,10 +114,7 @@ impl Keyspace {
 
     /// The live node of `key`.
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        if !self.check_live(key, now) {
-            return None;
-        }
-        self.main.get(key).map(|b| &**b)
+        self.live(key, now).map(|n| &**n)
     }
 
     /// The live node of `key`, read without collecting it when expired (for `&self` callers).
@@ -119,10 +124,8 @@ impl Keyspace {
 
     /// The live value of `key`, mutable.
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
-        if !self.check_live(key, now) {
-            return None;
-        }
-        self.main.get_mut(key).map(|n| &mut n.value)
+        self.main.rehash_step(REHASH_MOVES);
+        self.live(key, now).map(|n| &mut n.value)
     }
 
     /// Whether `key` exists and is live.
@@ -132,27 +135,28 @@ impl Keyspace {
 
     /// Stores `value` under `key`, replacing any old value, with the deadline `ttl` says.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
-        if self.check_live(key, now) {
-            if let Some(node) = self.main.get_mut(key) {
-                node.value = value;
-                let old = node.deadline();
-                let new = match ttl {
-                    Ttl::Clear => 0,
-                    Ttl::Keep => old,
-                    Ttl::At(t) => t,
-                };
-                if new != old {
-                    self.put_deadline(key, new);
-                    self.sync_expire(key, old, new);
-                }
-                return;
-            }
-        }
-        let at = match ttl {
-            Ttl::At(t) => t,
-            Ttl::Clear | Ttl::Keep => 0,
+        let Some(node) = self.live(key, now) else {
+            let at = match ttl {
+                Ttl::At(t) => t,
+                Ttl::Clear | Ttl::Keep => 0,
+            };
+            self.insert_new(key, value, at);
+            return;
         };
-        self.insert_new(key, value, at);
+        node.value = value;
+        let old = node.deadline();
+        let new = match ttl {
+            Ttl::Clear => 0,
+            Ttl::Keep => old,
+            Ttl::At(t) => t,
+        };
+        if new != old {
+            if !node.try_set_deadline(new) {
+                self.add_deadline_slot(key, new);
+            }
+            self.sync_expire(key, old, new);
+        }
+        self.main.rehash_step(REHASH_MOVES);
     }
 
     fn insert_new(&mut self, key: &[u8], value: Value, at: u64) {
@@ -162,18 +166,13 @@ impl Keyspace {
         self.main.insert_new(Node::new(key, value, at));
     }
 
-    /// Writes the raw deadline `at` (0 = none) into the node of a present key, rebuilding the
-    /// node with a deadline slot when it has none. Leaves `expires` to the caller.
-    fn put_deadline(&mut self, key: &[u8], at: u64) {
-        let Some(node) = self.main.get_mut(key) else {
-            return;
-        };
-        if !node.try_set_deadline(at) {
-            self.main.replace_with(key, |n| {
-                let (value, _) = n.into_parts();
-                Node::new(key, value, at)
-            });
-        }
+    /// Rebuilds the node of a present key with a deadline slot holding `at` (its chain position
+    /// kept). Leaves `expires` to the caller.
+    fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
+        self.main.replace_with(key, |n| {
+            let (value, _) = n.into_parts();
+            Node::new(key, value, at)
+        });
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
@@ -225,16 +224,15 @@ impl Keyspace {
 
     /// Sets or clears the deadline of a live key; returns false when the key is missing.
     pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
-        if !self.check_live(key, now) {
-            return false;
-        }
-        let Some(node) = self.main.get(key) else {
+        let Some(node) = self.live(key, now) else {
             return false;
         };
         let old = node.deadline();
         let new = at.unwrap_or(0);
         if new != old {
-            self.put_deadline(key, new);
+            if !node.try_set_deadline(new) {
+                self.add_deadline_slot(key, new);
+            }
             self.sync_expire(key, old, new);
         }
         true

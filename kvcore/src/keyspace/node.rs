@@ -8,7 +8,7 @@
 //!        8   next   Option<Thin<T>> the dict's chain link (one word)
 //!       16   value  T               the payload: a `Value` (24 bytes) in the main dict,
 //!                                   `()` in the expiry index
-//!    16 + |T| tail  [u8]            [deadline: 8 bytes, only with the slot] [key bytes]
+//!    16 + |T| tail  [u8]            [key bytes] [deadline: 8 bytes, only with the slot]
 //! ```
 //!
 //! [`Packed`] is that `repr(C)` struct with an unsized tail, so `&Packed<T>` is a fat pointer
@@ -16,7 +16,8 @@
 //! field. The dicts store [`Thin`], a thin owning pointer (one word, so a bucket stays one word
 //! and `Option<Thin<T>>` too), which rebuilds the fat pointer from `meta`. A 7-byte key without
 //! a deadline thus costs one 48-byte block in the main dict, where a boxed node plus a boxed key
-//! cost 64 + 16.
+//! cost 64 + 16. The key comes first in the tail so that reading it (every chain step of a
+//! lookup) is a load of `meta` and no branch.
 //!
 //! Keys without a TTL carry no deadline slot. Giving a deadline to such a key reallocates its
 //! node with the slot (through [`crate::dict::Dict::replace_with`], keeping its chain
@@ -59,29 +60,24 @@ struct Prefix<T> {
 }
 
 impl<T> Packed<T> {
-    fn slot_len(&self) -> usize {
-        if self.meta & SLOT_BIT != 0 {
-            SLOT
-        } else {
-            0
-        }
-    }
-
     /// The key.
     #[inline]
     pub fn key(&self) -> &[u8] {
-        self.tail.get(self.slot_len()..).unwrap_or_default()
+        self.tail.get(..self.meta >> 1).unwrap_or_default()
+    }
+
+    /// The deadline slot, if the node has one.
+    fn slot(&self) -> Option<&[u8; SLOT]> {
+        if self.meta & SLOT_BIT == 0 {
+            return None;
+        }
+        self.tail.get(self.meta >> 1..)?.first_chunk::<SLOT>()
     }
 
     /// The raw deadline: Unix ms, 0 for none.
     #[inline]
     pub(crate) fn deadline(&self) -> u64 {
-        if self.meta & SLOT_BIT == 0 {
-            return 0;
-        }
-        self.tail
-            .first_chunk::<SLOT>()
-            .map_or(0, |b| u64::from_ne_bytes(*b))
+        self.slot().map_or(0, |b| u64::from_ne_bytes(*b))
     }
 
     /// The deadline in Unix ms, if any.
@@ -102,8 +98,13 @@ impl<T> Packed<T> {
     /// Stores the raw deadline `at` (0 = none) in place. Returns false, changing nothing, when
     /// that needs a slot this node lacks (then rebuild it with [`Thin::new`]).
     pub(crate) fn try_set_deadline(&mut self, at: u64) -> bool {
-        match self.tail.first_chunk_mut::<SLOT>() {
-            Some(b) if self.meta & SLOT_BIT != 0 => {
+        let (len, has_slot) = (self.meta >> 1, self.meta & SLOT_BIT != 0);
+        match self
+            .tail
+            .get_mut(len..)
+            .and_then(|t| t.first_chunk_mut::<SLOT>())
+        {
+            Some(b) if has_slot => {
                 *b = at.to_ne_bytes();
                 true
             }
@@ -183,10 +184,11 @@ impl<T> Thin<T> {
         unsafe {
             p.as_ptr().write(prefix);
             let tail = p.as_ptr().cast::<u8>().add(tail_offset::<T>());
+            ptr::copy_nonoverlapping(key.as_ptr(), tail, key.len());
             if slot != 0 {
-                tail.cast::<[u8; SLOT]>().write(deadline.to_ne_bytes());
+                let at = tail.add(key.len()).cast::<[u8; SLOT]>();
+                at.write(deadline.to_ne_bytes());
             }
-            ptr::copy_nonoverlapping(key.as_ptr(), tail.add(slot), key.len());
         }
         let node = Thin(p);
         debug_assert_eq!(Layout::for_value::<Packed<T>>(&node), layout);
@@ -199,7 +201,7 @@ impl<T> Thin<T> {
         // SAFETY: `self.0` points at an initialized prefix (the invariant of `Thin`); this reads
         // one field through the raw pointer, creating no reference.
         let meta = unsafe { (*self.0.as_ptr()).meta };
-        let tail = (meta >> 1) + if meta & SLOT_BIT != 0 { SLOT } else { 0 };
+        let tail = (meta >> 1) + (meta & SLOT_BIT) * SLOT;
         // An unsized-to-unsized cast keeps the metadata: `tail` is the length of `Packed::tail`.
         ptr::slice_from_raw_parts_mut(self.0.as_ptr().cast::<u8>(), tail) as *mut Packed<T>
     }
@@ -264,10 +266,25 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Thin<T> {
     }
 }
 
+impl<T> Thin<T> {
+    /// The key, read without building the fat pointer: `meta`, then the bytes after the payload.
+    #[inline]
+    fn key_bytes(&self) -> &[u8] {
+        let base = self.0.as_ptr();
+        // SAFETY: the block is live and initialized while `self` is borrowed; the key is the
+        // first `meta >> 1` bytes of the tail, which starts at `tail_offset` inside the block,
+        // and nothing mutates it while shared (only `&mut self` could).
+        unsafe {
+            let len = (*base).meta >> 1;
+            std::slice::from_raw_parts(base.cast::<u8>().add(tail_offset::<T>()), len)
+        }
+    }
+}
+
 impl<T> Link for Thin<T> {
     #[inline]
     fn key(&self) -> &[u8] {
-        (**self).key()
+        self.key_bytes()
     }
     #[inline]
     fn next(&self) -> Option<&Self> {
@@ -305,6 +322,7 @@ mod tests {
             for at in [0u64, 1, u64::MAX] {
                 let mut n: Node = Thin::new(&key, Value::Int(len as i64), at);
                 assert_eq!(n.key(), &key[..]);
+                assert_eq!(Link::key(&n), &key[..]);
                 assert_eq!(n.deadline(), at);
                 assert_eq!(n.value, Value::Int(len as i64));
                 assert_eq!(
@@ -334,6 +352,7 @@ mod tests {
                 let b = Thin::new(&key, 0xbeefu16, at);
                 let c = Thin::new(&key, (), at);
                 assert_eq!((a.key(), b.key(), c.key()), (&key[..], &key[..], &key[..]));
+                assert_eq!(Link::key(&b), &key[..]);
                 assert_eq!((a.deadline(), b.deadline(), c.deadline()), (at, at, at));
                 assert_eq!((a.value, b.value), (0xab, 0xbeef));
                 assert_eq!(a.into_parts(), (0xab, at));
