@@ -1,8 +1,8 @@
 //! Memory per string key, ours against redis-server. Run by hand:
 //! `cargo test --release -p kvcore --test key_memory -- --ignored --nocapture`
 //!
-//! 1M keys `key:000000123456` (16 bytes, as `redis-benchmark -r` names them) with 64-byte values,
-//! once without and once with a TTL. For us: bytes requested from the allocator, the same in
+//! 1M keys `key:000000123456` (16 bytes, as `redis-benchmark -r` names them) with 64-byte values
+//! without and with a TTL, and with 3-byte (`redis-benchmark`'s default) and 20-byte values. For us: bytes requested from the allocator, the same in
 //! 16-byte classes, and `Db::estimated_memory`; for Redis the growth of INFO `used_memory`.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -17,20 +17,22 @@ static GLOBAL: Counting = Counting;
 
 const KEYS: usize = 1_000_000;
 
-fn command(i: usize, ttl: bool) -> Vec<String> {
-    let mut c = vec!["SET".into(), format!("key:{i:012}"), "x".repeat(64)];
+fn command(i: usize, size: usize, ttl: bool) -> Vec<String> {
+    let mut c = vec!["SET".into(), format!("key:{i:012}"), "x".repeat(size)];
     if ttl {
         c.extend(["EX".into(), "3600".into()]);
     }
     c
 }
 
-fn measure(ttl: bool) {
+fn measure(size: usize, ttl: bool) {
     let n = KEYS as f64;
     let mut r = redis();
     let before = used_memory(&mut r.1);
     for start in (0..KEYS).step_by(1000) {
-        let cmds: Vec<Vec<String>> = (start..start + 1000).map(|i| command(i, ttl)).collect();
+        let cmds: Vec<Vec<String>> = (start..start + 1000)
+            .map(|i| command(i, size, ttl))
+            .collect();
         pipeline(&mut r.1, &cmds);
     }
     let redis_bytes = used_memory(&mut r.1) - before;
@@ -40,7 +42,7 @@ fn measure(ttl: bool) {
     let mut db = Db::new();
     let est0 = db.estimated_memory();
     for i in 0..KEYS {
-        let c = command(i, ttl);
+        let c = command(i, size, ttl);
         let args: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
         db.execute(&args);
     }
@@ -48,7 +50,7 @@ fn measure(ttl: bool) {
     let round = LIVE_ROUNDED.load(Relaxed) - round0;
     let est = db.estimated_memory() - est0;
     println!(
-        "1M SET key:<12 digits> <64 bytes>{}:",
+        "1M SET key:<12 digits> <{size} bytes>{}:",
         if ttl { " EX 3600" } else { "" }
     );
     println!(
@@ -68,6 +70,8 @@ fn measure(ttl: bool) {
 #[test]
 #[ignore = "slow; run by hand with --release --ignored --nocapture"]
 fn bytes_per_key_vs_redis() {
-    measure(false);
-    measure(true);
+    measure(64, false);
+    measure(64, true);
+    measure(3, false);
+    measure(20, false);
 }
