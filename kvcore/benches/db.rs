@@ -80,3 +80,30 @@ fn set_new_keys(bencher: divan::Bencher) {
         divan::black_box(&out);
     });
 }
+
+/// GET of random keys among the 1M: each lookup misses the caches, so this measures the
+/// memory touched per lookup (bucket, node, key bytes, value).
+#[divan::bench(sample_count = 100, sample_size = 1000)]
+fn get_random_1m(bencher: divan::Bencher) {
+    let mut db = filled();
+    let mut s = Session {
+        authenticated: true,
+        ..Session::default()
+    };
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut key = *b"key:0000000";
+    bencher.bench_local(|| {
+        out.clear();
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut i = ((x >> 32) as usize * KEYS) >> 32;
+        for d in key[4..].iter_mut().rev() {
+            *d = b'0' + (i % 10) as u8;
+            i /= 10;
+        }
+        db.dispatch(&mut s, &[b"GET", &key], &mut out);
+        divan::black_box(&out);
+    });
+}

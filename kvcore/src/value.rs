@@ -2,7 +2,9 @@
 //!
 //! Strings that look like canonical 64-bit integers are stored as integers (`int`); other
 //! strings keep their bytes: `embstr` when created short (at most 44 bytes, Redis's limit),
-//! `raw` when longer or once modified in place by APPEND or SETRANGE.
+//! `raw` when longer or once modified in place by APPEND or SETRANGE. Strings of at most
+//! [`INLINE_MAX`] bytes live inside the `Value` itself (24 bytes, as a boxed slice's pointer
+//! and length would take), so a short value costs no allocation.
 
 use crate::num;
 use crate::zset::ZSet;
@@ -10,15 +12,60 @@ use crate::zset::ZSet;
 /// Longest string Redis stores with the `embstr` encoding.
 pub const EMBSTR_MAX: usize = 44;
 
+/// Longest string stored inline in a [`Value`] (no allocation).
+pub const INLINE_MAX: usize = 22;
+
+/// A string of at most [`INLINE_MAX`] bytes stored inside a [`Value`].
+#[derive(Clone, Copy)]
+pub struct InlineStr {
+    len: u8,
+    buf: [u8; INLINE_MAX],
+}
+
+impl InlineStr {
+    /// The bytes stored inline, or `None` when longer than [`INLINE_MAX`].
+    pub fn new(b: &[u8]) -> Option<InlineStr> {
+        let mut buf = [0; INLINE_MAX];
+        buf.get_mut(..b.len())?.copy_from_slice(b);
+        Some(InlineStr {
+            len: b.len() as u8,
+            buf,
+        })
+    }
+}
+
+impl std::ops::Deref for InlineStr {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        self.buf.get(..usize::from(self.len)).unwrap_or_default()
+    }
+}
+
+impl PartialEq for InlineStr {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for InlineStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self))
+    }
+}
+
 /// A value held by a key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     /// A string that is a canonical integer.
     Int(i64),
-    /// A string created whole (SET, GETSET ...): `embstr` up to 44 bytes, else `raw`.
+    /// A string created whole (SET, GETSET ...) of at most [`INLINE_MAX`] bytes: `embstr`.
+    Inline(InlineStr),
+    /// A longer string created whole: `embstr` up to 44 bytes, else `raw`.
     Str(Box<[u8]>),
-    /// A string modified in place (APPEND, SETRANGE): always `raw`, grows amortized.
-    Raw(Vec<u8>),
+    /// A string modified in place (APPEND, SETRANGE): always `raw`, grows amortized. Boxed so
+    /// a `Value` is 24 bytes, not 32: every key pays for the enum, few for this indirection.
+    Raw(Box<Vec<u8>>),
     /// A sorted set (`listpack` or `skiplist`).
     ZSet(ZSet),
 }
@@ -61,13 +108,21 @@ impl Value {
                 return Value::Int(i);
             }
         }
-        Value::Str(b.into())
+        Value::string(b)
+    }
+
+    /// A string value holding exactly these bytes, never the `int` encoding (INCRBYFLOAT).
+    pub fn string(b: &[u8]) -> Value {
+        match InlineStr::new(b) {
+            Some(s) => Value::Inline(s),
+            None => Value::Str(b.into()),
+        }
     }
 
     /// The value's type.
     pub fn value_type(&self) -> ValueType {
         match self {
-            Value::Int(_) | Value::Str(_) | Value::Raw(_) => ValueType::String,
+            Value::Int(_) | Value::Inline(_) | Value::Str(_) | Value::Raw(_) => ValueType::String,
             Value::ZSet(_) => ValueType::ZSet,
         }
     }
@@ -76,6 +131,7 @@ impl Value {
     pub fn encoding(&self) -> &'static str {
         match self {
             Value::Int(_) => "int",
+            Value::Inline(_) => "embstr",
             Value::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
             Value::Str(_) | Value::Raw(_) => "raw",
             Value::ZSet(z) => z.encoding(),
@@ -87,6 +143,7 @@ impl Value {
     pub fn as_str<'a>(&'a self, buf: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
         match self {
             Value::Int(i) => Some(num::fmt_i64(*i, buf)),
+            Value::Inline(b) => Some(b),
             Value::Str(b) => Some(b),
             Value::Raw(v) => Some(v),
             Value::ZSet(_) => None,
@@ -97,6 +154,7 @@ impl Value {
     pub fn str_len(&self) -> Option<usize> {
         match self {
             Value::Int(i) => Some(int_len(*i)),
+            Value::Inline(b) => Some(b.len()),
             Value::Str(b) => Some(b.len()),
             Value::Raw(v) => Some(v.len()),
             Value::ZSet(_) => None,
@@ -106,13 +164,16 @@ impl Value {
     /// Turns a string value into a growable `raw` byte vector in place and returns it.
     pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
         match self {
-            Value::Int(i) => *self = Value::Raw(itoa::Buffer::new().format(*i).as_bytes().to_vec()),
-            Value::Str(b) => *self = Value::Raw(std::mem::take(b).into_vec()),
+            Value::Int(i) => {
+                *self = Value::Raw(Box::new(itoa::Buffer::new().format(*i).as_bytes().to_vec()))
+            }
+            Value::Inline(b) => *self = Value::Raw(Box::new(b.to_vec())),
+            Value::Str(b) => *self = Value::Raw(Box::new(std::mem::take(b).into_vec())),
             Value::Raw(_) => {}
             Value::ZSet(_) => return None,
         }
         match self {
-            Value::Raw(v) => Some(v),
+            Value::Raw(v) => Some(&mut **v),
             _ => None,
         }
     }
@@ -120,9 +181,9 @@ impl Value {
     /// Heap bytes owned by the value (not counting the value enum itself).
     pub fn heap_bytes(&self) -> usize {
         match self {
-            Value::Int(_) => 0,
+            Value::Int(_) | Value::Inline(_) => 0,
             Value::Str(b) => b.len(),
-            Value::Raw(v) => v.capacity(),
+            Value::Raw(v) => std::mem::size_of::<Vec<u8>>() + v.capacity(),
             Value::ZSet(z) => z.heap_bytes(),
         }
     }
@@ -146,6 +207,15 @@ mod tests {
     fn encodings() {
         assert_eq!(Value::from_bytes(b"123").encoding(), "int");
         assert_eq!(Value::from_bytes(b"0123").encoding(), "embstr");
+        assert!(matches!(Value::from_bytes(b"0123"), Value::Inline(_)));
+        assert!(matches!(Value::from_bytes(&[b'a'; 22]), Value::Inline(_)));
+        assert!(matches!(Value::from_bytes(&[b'a'; 23]), Value::Str(_)));
+        assert_eq!(Value::string(b"12"), Value::string(b"12"));
+        assert_ne!(Value::string(b"12"), Value::string(b"123"));
+        assert_eq!(Value::string(b""), Value::string(b""));
+        let mut v = Value::string(b"ab");
+        v.make_raw().unwrap().push(b'c');
+        assert_eq!(v.as_str(&mut itoa::Buffer::new()).unwrap(), b"abc");
         assert_eq!(Value::from_bytes(&[b'a'; 44]).encoding(), "embstr");
         assert_eq!(Value::from_bytes(&[b'a'; 45]).encoding(), "raw");
         let mut v = Value::from_bytes(b"12");

@@ -168,13 +168,18 @@ impl Db {
             Some(v) => {
                 let cur = match v {
                     Value::Int(i) => *i,
+                    Value::Inline(b) if b.len() <= 20 => {
+                        crate::num::parse_i64(b).ok_or(OpError::NotInteger)?
+                    }
                     Value::Str(b) if b.len() <= 20 => {
                         crate::num::parse_i64(b).ok_or(OpError::NotInteger)?
                     }
                     Value::Raw(b) if b.len() <= 20 => {
                         crate::num::parse_i64(b).ok_or(OpError::NotInteger)?
                     }
-                    Value::Str(_) | Value::Raw(_) => return Err(OpError::NotInteger),
+                    Value::Inline(_) | Value::Str(_) | Value::Raw(_) => {
+                        return Err(OpError::NotInteger)
+                    }
                     Value::ZSet(_) => return Err(OpError::WrongType),
                 };
                 let new = cur.checked_add(by).ok_or(OpError::Overflow)?;
@@ -236,7 +241,7 @@ impl Db {
             _ => return Err(OpError::NanOrInfinity),
         };
         let text = sum.to_human();
-        ks.set(key, Value::Str(text.as_slice().into()), Ttl::Keep, now);
+        ks.set(key, Value::string(&text), Ttl::Keep, now);
         Ok(text)
     }
 
@@ -292,7 +297,7 @@ impl Db {
         if cur_len.is_none() {
             let mut v = vec![0u8; end];
             v[offset..].copy_from_slice(bytes);
-            ks.insert_absent(key, Value::Raw(v), Ttl::Clear);
+            ks.insert_absent(key, Value::Raw(Box::new(v)), Ttl::Clear);
             return Ok(end);
         }
         let v = ks
@@ -319,6 +324,7 @@ pub(crate) fn reply_err(w: &mut ReplyWriter<'_>, e: OpError) {
 fn write_value(w: &mut ReplyWriter<'_>, v: &Value) -> OpResult<()> {
     match v {
         Value::Int(i) => w.bulk_int(*i),
+        Value::Inline(b) => w.bulk(b),
         Value::Str(b) => w.bulk(b),
         Value::Raw(b) => w.bulk(b),
         Value::ZSet(_) => return Err(OpError::WrongType),

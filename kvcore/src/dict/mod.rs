@@ -272,6 +272,29 @@ impl<L: Link> Dict<L> {
         Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?.as_mut()
     }
 
+    /// The entry with this key, mutably, unless `evict` says it must go (an expired key): then
+    /// it is unlinked and returned as `Err(Some(entry))`; `Err(None)` when absent. One chain
+    /// walk, and no rehash step (callers that write do [`Dict::rehash_step`] themselves), so a
+    /// read costs what [`Dict::get`] costs. The key must not be changed through the reference.
+    pub fn get_or_evict(
+        &mut self,
+        key: &[u8],
+        evict: impl FnOnce(&L) -> bool,
+    ) -> Result<&mut L, Option<L>> {
+        let h = self.hash(key);
+        let Some(slot) = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key) else {
+            return Err(None);
+        };
+        if slot.as_ref().is_some_and(evict) {
+            if let Some(mut e) = slot.take() {
+                *slot = e.next_mut().take();
+                self.len -= 1;
+                return Err(Some(e));
+            }
+        }
+        slot.as_mut().ok_or(None)
+    }
+
     /// Inserts `entry`, replacing and returning an entry with an equal key.
     pub fn insert(&mut self, mut entry: L) -> Option<L> {
         debug_assert!(entry.next().is_none(), "entry is linked elsewhere");

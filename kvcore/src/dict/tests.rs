@@ -529,6 +529,8 @@ enum Op {
     GetMut(u16, u64),
     Remove(u16),
     ReplaceWith(u16, u64),
+    /// `get_or_evict` evicting entries whose value is even; writes the value to survivors.
+    GetOrEvict(u16, u64),
     InsertRange(u16, u16),
     RemoveRange(u16, u16),
     /// Removes about 15/16 of the keys, in key order: shrinks become due.
@@ -550,6 +552,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::GetMut(k, v)),
         4 => key.clone().prop_map(Op::Remove),
         1 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::ReplaceWith(k, v)),
+        3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Op::GetOrEvict(k, v)),
         2 => (key.clone(), 0..KEYS).prop_map(|(s, n)| Op::InsertRange(s, n)),
         2 => (key, 0..KEYS).prop_map(|(s, n)| Op::RemoveRange(s, n)),
         1 => (2..6u8).prop_map(Op::Retain),
@@ -607,6 +610,22 @@ proptest! {
                 Op::ReplaceWith(i, v) => {
                     let got = d.replace_with(&key_of(i), |e| node(e.key.clone(), v)).map(|e| e.value);
                     let want = m.get_mut(&key_of(i)).map(|e| { *e = v; v });
+                    prop_assert_eq!(got, want);
+                }
+                Op::GetOrEvict(i, v) => {
+                    let got = match d.get_or_evict(&key_of(i), |e| e.value % 2 == 0) {
+                        Ok(e) => { e.value = v; Ok(()) }
+                        Err(gone) => Err(gone.map(|e| { assert!(e.next.is_none()); e.value })),
+                    };
+                    let want = match m.get(&key_of(i)).copied() {
+                        None => Err(None),
+                        Some(old) if old % 2 == 0 => {
+                            m.remove(&key_of(i));
+                            removed(&mut scan, &key_of(i));
+                            Err(Some(old))
+                        }
+                        Some(_) => { m.insert(key_of(i), v); Ok(()) }
+                    };
                     prop_assert_eq!(got, want);
                 }
                 Op::InsertRange(s, n) => {

@@ -1,81 +1,22 @@
 //! One logical database: keys → values, and the expiry index.
 //!
-//! Keys live in a [`Dict`] of intrusively chained nodes (one allocation per key holding the
-//! chain link, the key, the value and the deadline). Keys with a deadline are also listed in a
-//! second dict, `expires`, which the active expiry cycle walks with a SCAN cursor, as Redis
-//! walks `db->expires`: keys without a TTL cost nothing there.
+//! Keys live in a [`Dict`] of intrusively chained nodes: one allocation per key holding the
+//! chain link, the value, the deadline (only for keys that have one) and the key bytes (see
+//! [`Packed`]). Keys with a deadline are also listed in a second dict, `expires` (key bytes
+//! only: the deadline stays in the main node), which the active expiry cycle walks with a SCAN
+//! cursor, as Redis walks `db->expires`: keys without a TTL cost nothing there.
 //!
 //! Expiry is lazy on access — every lookup that finds a key past its deadline deletes it and
 //! reports it missing — plus [`Keyspace::active_expire`], which samples keys with a deadline in
 //! rounds of 20 and goes on while more than 10% of a round had expired and budget remains.
 //! Deadlines are absolute Unix milliseconds; `now` is passed in by the caller (cached per batch).
 
-use crate::dict::{Dict, Link};
+mod node;
+
+use crate::dict::{Dict, Link, REHASH_MOVES};
 use crate::value::Value;
-
-/// One key's node in the main dict.
-#[derive(Debug)]
-pub struct KeyNode {
-    next: Option<Box<KeyNode>>,
-    key: Box<[u8]>,
-    /// The value.
-    pub value: Value,
-    /// Absolute deadline in Unix ms; 0 = no expiry. Mirrors the `expires` dict.
-    expire_at: u64,
-}
-
-impl KeyNode {
-    /// The key.
-    pub fn key(&self) -> &[u8] {
-        &self.key
-    }
-    /// The deadline in Unix ms, if any.
-    pub fn expire_at(&self) -> Option<u64> {
-        (self.expire_at != 0).then_some(self.expire_at)
-    }
-    /// Expired once the clock has passed the deadline (Redis's `now > when`): at the deadline
-    /// itself the key still lives, with a PTTL of 0. Setting a deadline at or before now
-    /// deletes the key instead (the commands check that).
-    fn expired(&self, now: u64) -> bool {
-        self.expire_at != 0 && self.expire_at < now
-    }
-    /// Approximate bytes this key costs (node, key, value heap), for MEMORY USAGE.
-    pub fn mem_bytes(&self) -> usize {
-        std::mem::size_of::<KeyNode>() + self.key.len() + self.value.heap_bytes()
-    }
-}
-
-impl Link for Box<KeyNode> {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn next(&self) -> Option<&Self> {
-        self.next.as_ref()
-    }
-    fn next_mut(&mut self) -> &mut Option<Self> {
-        &mut self.next
-    }
-}
-
-/// A key's entry in the expiry index.
-#[derive(Debug)]
-struct ExpNode {
-    next: Option<Box<ExpNode>>,
-    key: Box<[u8]>,
-    at: u64,
-}
-
-impl Link for Box<ExpNode> {
-    fn key(&self) -> &[u8] {
-        &self.key
-    }
-    fn next(&self) -> Option<&Self> {
-        self.next.as_ref()
-    }
-    fn next_mut(&mut self) -> &mut Option<Self> {
-        &mut self.next
-    }
-}
+pub use node::{KeyNode, Packed};
+use node::{Node, Thin};
 
 /// What a write does to the key's deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,8 +43,9 @@ pub const EXPIRE_SAMPLE: usize = 20;
 
 /// One logical database.
 pub struct Keyspace {
-    main: Dict<Box<KeyNode>>,
-    expires: Dict<Box<ExpNode>>,
+    main: Dict<Node>,
+    /// The keys that have a deadline (the deadline itself lives in their main node).
+    expires: Dict<Thin<()>>,
     expire_cursor: u64,
     /// Keys found expired and deleted (lazily or actively) since start.
     pub expired_keys: u64,
@@ -141,22 +83,30 @@ impl Keyspace {
         self.expires.len()
     }
 
-    /// Deletes the key if it is past its deadline; returns whether it is (still) live.
-    fn check_live(&mut self, key: &[u8], now: u64) -> bool {
-        match self.main.get(key) {
-            None => false,
-            Some(n) if n.expired(now) => {
-                self.delete_node(key);
+    /// The node of `key` if it is live; deletes it if it is past its deadline. One chain walk,
+    /// no rehash step.
+    fn live(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
+        match self.main.get_or_evict(key, |n| n.expired(now)) {
+            Ok(n) => Some(n),
+            Err(None) => None,
+            Err(Some(dead)) => {
+                if dead.deadline() != 0 {
+                    self.expires.remove(key);
+                }
                 self.expired_keys += 1;
-                false
+                None
             }
-            Some(_) => true,
         }
     }
 
-    fn delete_node(&mut self, key: &[u8]) -> Option<Box<KeyNode>> {
+    /// Deletes the key if it is past its deadline; returns whether it is (still) live.
+    fn check_live(&mut self, key: &[u8], now: u64) -> bool {
+        self.live(key, now).is_some()
+    }
+
+    fn delete_node(&mut self, key: &[u8]) -> Option<Node> {
         let node = self.main.remove(key)?;
-        if node.expire_at != 0 {
+        if node.deadline() != 0 {
             self.expires.remove(key);
         }
         Some(node)
@@ -164,10 +114,7 @@ impl Keyspace {
 
     /// The live node of `key`.
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        if !self.check_live(key, now) {
-            return None;
-        }
-        self.main.get(key).map(|b| &**b)
+        self.live(key, now).map(|n| &**n)
     }
 
     /// The live node of `key`, read without collecting it when expired (for `&self` callers).
@@ -177,10 +124,8 @@ impl Keyspace {
 
     /// The live value of `key`, mutable.
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
-        if !self.check_live(key, now) {
-            return None;
-        }
-        self.main.get_mut(key).map(|n| &mut n.value)
+        self.main.rehash_step(REHASH_MOVES);
+        self.live(key, now).map(|n| &mut n.value)
     }
 
     /// Whether `key` exists and is live.
@@ -190,41 +135,44 @@ impl Keyspace {
 
     /// Stores `value` under `key`, replacing any old value, with the deadline `ttl` says.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
-        if self.check_live(key, now) {
-            if let Some(node) = self.main.get_mut(key) {
-                node.value = value;
-                let old = node.expire_at;
-                let new = match ttl {
-                    Ttl::Clear => 0,
-                    Ttl::Keep => old,
-                    Ttl::At(t) => t,
-                };
-                node.expire_at = new;
-                self.sync_expire(key, old, new);
-                return;
-            }
-        }
-        let at = match ttl {
-            Ttl::At(t) => t,
-            Ttl::Clear | Ttl::Keep => 0,
+        let Some(node) = self.live(key, now) else {
+            let at = match ttl {
+                Ttl::At(t) => t,
+                Ttl::Clear | Ttl::Keep => 0,
+            };
+            self.insert_new(key, value, at);
+            return;
         };
-        self.insert_new(key.into(), value, at);
+        node.value = value;
+        let old = node.deadline();
+        let new = match ttl {
+            Ttl::Clear => 0,
+            Ttl::Keep => old,
+            Ttl::At(t) => t,
+        };
+        if new != old {
+            if !node.try_set_deadline(new) {
+                self.add_deadline_slot(key, new);
+            }
+            self.sync_expire(key, old, new);
+        }
+        self.main.rehash_step(REHASH_MOVES);
     }
 
-    fn insert_new(&mut self, key: Box<[u8]>, value: Value, at: u64) {
+    fn insert_new(&mut self, key: &[u8], value: Value, at: u64) {
         if at != 0 {
-            self.expires.insert(Box::new(ExpNode {
-                next: None,
-                key: key.clone(),
-                at,
-            }));
+            self.expires.insert(Thin::new(key, (), 0));
         }
-        self.main.insert_new(Box::new(KeyNode {
-            next: None,
-            key,
-            value,
-            expire_at: at,
-        }));
+        self.main.insert_new(Node::new(key, value, at));
+    }
+
+    /// Rebuilds the node of a present key with a deadline slot holding `at` (its chain position
+    /// kept). Leaves `expires` to the caller.
+    fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
+        self.main.replace_with(key, |n| {
+            let (value, _) = n.into_parts();
+            Node::new(key, value, at)
+        });
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
@@ -233,7 +181,7 @@ impl Keyspace {
             Ttl::At(t) => t,
             _ => 0,
         };
-        self.insert_new(key.into(), value, at);
+        self.insert_new(key, value, at);
     }
 
     fn sync_expire(&mut self, key: &[u8], old: u64, new: u64) {
@@ -243,17 +191,9 @@ impl Keyspace {
                 self.expires.remove(key);
             }
             (false, true) => {
-                self.expires.insert(Box::new(ExpNode {
-                    next: None,
-                    key: key.into(),
-                    at: new,
-                }));
+                self.expires.insert(Thin::new(key, (), 0));
             }
-            (true, true) => {
-                if let Some(e) = self.expires.get_mut(key) {
-                    e.at = new;
-                }
-            }
+            (true, true) => {}
         }
     }
 
@@ -262,7 +202,7 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return None;
         }
-        self.delete_node(key).map(|n| n.value)
+        self.delete_node(key).map(|n| n.into_parts().0)
     }
 
     /// Removes `key` with its deadline; returns `(value, deadline)` if it was live.
@@ -271,12 +211,9 @@ impl Keyspace {
             return None;
         }
         self.delete_node(key).map(|n| {
-            let ttl = if n.expire_at != 0 {
-                Ttl::At(n.expire_at)
-            } else {
-                Ttl::Clear
-            };
-            (n.value, ttl)
+            let (value, at) = n.into_parts();
+            let ttl = if at != 0 { Ttl::At(at) } else { Ttl::Clear };
+            (value, ttl)
         })
     }
 
@@ -287,16 +224,17 @@ impl Keyspace {
 
     /// Sets or clears the deadline of a live key; returns false when the key is missing.
     pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
-        if !self.check_live(key, now) {
-            return false;
-        }
-        let Some(node) = self.main.get_mut(key) else {
+        let Some(node) = self.live(key, now) else {
             return false;
         };
-        let old = node.expire_at;
+        let old = node.deadline();
         let new = at.unwrap_or(0);
-        node.expire_at = new;
-        self.sync_expire(key, old, new);
+        if new != old {
+            if !node.try_set_deadline(new) {
+                self.add_deadline_slot(key, new);
+            }
+            self.sync_expire(key, old, new);
+        }
         true
     }
 
@@ -315,10 +253,10 @@ impl Keyspace {
     pub fn random_key(&mut self, mut rng: impl FnMut() -> u64, now: u64) -> Option<Box<[u8]>> {
         for _ in 0..100 {
             let node = self.main.random(rng())?;
+            let key: Box<[u8]> = node.key().into();
             if !node.expired(now) {
-                return Some(node.key.clone());
+                return Some(key);
             }
-            let key = node.key.clone();
             self.check_live(&key, now);
         }
         None
@@ -343,11 +281,12 @@ impl Keyspace {
             let mut sampled = 0;
             let mut cursor = self.expire_cursor;
             // A scan step visits one bucket; take steps until a round's worth was sampled.
+            let main = &self.main;
             loop {
                 cursor = self.expires.scan(cursor, |e| {
                     sampled += 1;
-                    if e.at < now {
-                        dead.push(e.key.clone());
+                    if main.get(e.key()).is_some_and(|n| n.expired(now)) {
+                        dead.push(e.key().into());
                     }
                 });
                 if cursor == 0 || sampled >= EXPIRE_SAMPLE {
@@ -377,9 +316,18 @@ impl Keyspace {
         self.expires.rehash_step(64);
     }
 
-    /// Heap bytes of the bucket arrays.
+    /// Heap bytes of the bucket arrays of both dicts.
     pub fn table_bytes(&self) -> usize {
         self.main.table_bytes() + self.expires.table_bytes()
+    }
+
+    /// Heap bytes of the expiry index's entries (key copies; its buckets are in
+    /// [`Keyspace::table_bytes`]). O(keys with a deadline).
+    pub fn expires_entry_bytes(&self) -> usize {
+        self.expires
+            .iter()
+            .map(|e| std::mem::size_of_val::<Packed<()>>(e))
+            .sum()
     }
 }
 
@@ -421,5 +369,50 @@ mod tests {
         assert_eq!(ks.expires_len(), 1);
         assert_eq!(ks.remove(b"k", 20), None);
         assert_eq!(ks.expires_len(), 0);
+    }
+
+    #[test]
+    fn deadline_slots_while_rehashing() {
+        // Giving a deadline reallocates the node (it gains a slot); do it while the dict grows,
+        // so rebuilt nodes land in half-migrated tables, and check every key afterwards.
+        let mut ks = Keyspace::new();
+        let key = |i: u32| format!("key:{i}").into_bytes();
+        for i in 0..4000u32 {
+            ks.set(&key(i), Value::Int(i.into()), Ttl::Clear, 0);
+            if i % 3 == 0 {
+                assert!(ks.set_expire(&key(i / 2), Some(1000 + u64::from(i)), 0));
+            }
+        }
+        for i in 0..4000u32 {
+            let n = ks.get(&key(i), 0).expect("present");
+            assert_eq!(n.key(), &key(i)[..]);
+            assert_eq!(n.value, Value::Int(i.into()));
+            // Key k got the deadline of the step j in {2k, 2k + 1} that is a multiple of 3.
+            let want = [i * 2, i * 2 + 1]
+                .into_iter()
+                .find(|j| j % 3 == 0 && *j < 4000)
+                .map(|j| 1000 + u64::from(j));
+            assert_eq!(n.expire_at(), want, "key {i}");
+        }
+        let with_ttl = (0..4000u32).filter(|i| i % 3 == 0).count();
+        assert_eq!(ks.expires_len(), with_ttl);
+        // Clearing keeps the slot; setting again reuses it. Overwriting keeps or clears.
+        assert!(ks.set_expire(&key(0), None, 0));
+        assert_eq!(ks.expire_of(&key(0), 0), Some(None));
+        assert!(ks.set_expire(&key(0), Some(7), 0));
+        ks.set(&key(0), Value::Int(-1), Ttl::Keep, 0);
+        assert_eq!(ks.expire_of(&key(0), 0), Some(Some(7)));
+        ks.set(&key(0), Value::Int(-2), Ttl::Clear, 0);
+        assert_eq!(ks.expire_of(&key(0), 0), Some(None));
+        assert_eq!(ks.expires_len(), with_ttl - 1);
+        // Everything with a deadline is gone once the clock passes them all.
+        let mut run = ExpireRun::default();
+        while ks.expires_len() > 0 {
+            let r = ks.active_expire(10_000, || true);
+            run.expired += r.expired;
+        }
+        assert_eq!(run.expired, with_ttl - 1);
+        assert_eq!(ks.len(), 4000 - (with_ttl - 1));
+        assert_eq!(ks.take(&key(2), 10_000), Some((Value::Int(2), Ttl::Clear)));
     }
 }
