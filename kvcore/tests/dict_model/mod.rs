@@ -306,18 +306,43 @@ pub fn check_ops(data: &[u8]) {
                 assert_eq!(more, d.is_rehashing());
                 check_step(&d, before, 0, "rehash_step");
             }
-            _ => {
-                if input.byte() % 2 == 0 {
+            _ => match input.byte() % 3 {
+                0 => {
                     d.maybe_shrink();
                     check_step(&d, before, 0, "maybe_shrink");
-                } else {
+                }
+                1 => {
                     let r = input.u64();
                     match d.random(r) {
                         None => assert!(m.is_empty(), "random found nothing"),
                         Some(e) => assert_eq!(m.get(&e.key), Some(&e.value), "random"),
                     }
                 }
-            }
+                _ => {
+                    // Values under `t` play expired keys: found and unlinked in one walk.
+                    let (i, t) = (input.u16(), u64::from(input.byte()));
+                    let key = key_of(i);
+                    match (d.get_or_evict(&key, |e| e.value < t), m.get(&key).copied()) {
+                        (Ok(e), Some(v)) if v >= t => {
+                            assert_eq!(e.value, v, "get_or_evict {i}");
+                            e.value = t;
+                            m.insert(key, t);
+                        }
+                        (Err(Some(e)), Some(v)) if v < t => {
+                            assert_eq!(e.value, v, "get_or_evict {i}");
+                            assert!(e.next.is_none(), "evicted entry still linked");
+                            m.remove(&key);
+                            forget(&mut scan, &key);
+                        }
+                        (Err(None), None) => {}
+                        (got, want) => panic!(
+                            "get_or_evict {i} (t {t}): got {:?}, model {want:?}",
+                            got.map(|e| e.value).map_err(|e| e.map(|e| e.value))
+                        ),
+                    }
+                    check_step(&d, before, 1, "get_or_evict");
+                }
+            },
         }
         assert_eq!(d.len(), m.len());
         assert_eq!(d.is_empty(), m.is_empty());
