@@ -249,6 +249,9 @@ fn a_client_moves_to_the_shard_of_its_keys() {
     // With 2 shards, "foo" (slot 12182) lives on shard 1 and "bar" (slot 5061) on shard 0.
     let mut watcher = server.raw();
     let mut s = server.raw();
+    // The session moves with the socket: its database and name.
+    assert_eq!(call(&mut s, "SELECT 2"), "+OK\r\n");
+    assert_eq!(call(&mut s, "CLIENT SETNAME mover"), "+OK\r\n");
     let mut counts = std::collections::HashMap::new();
     let mut pipeline = |s: &mut std::net::TcpStream, keys: &[&str]| {
         let mut req = Vec::new();
@@ -288,4 +291,11 @@ fn a_client_moves_to_the_shard_of_its_keys() {
         call(&mut s, "MGET foo bar"),
         "*2\r\n$3\r\n870\r\n$3\r\n800\r\n"
     );
+    assert_eq!(call(&mut s, "CLIENT GETNAME"), "$5\r\nmover\r\n");
+    assert_eq!(call(&mut watcher, "DBSIZE"), ":0\r\n");
+    assert_eq!(call(&mut watcher, "SELECT 2"), "+OK\r\n");
+    assert_eq!(call(&mut watcher, "DBSIZE"), ":2\r\n");
+    // CLIENT KILL reaches it on its new shard.
+    assert_eq!(call(&mut watcher, "CLIENT KILL SKIPME yes"), ":1\r\n");
+    assert!(crate::support::closed(&mut s));
 }
