@@ -35,8 +35,6 @@ pub mod server_api {
 
 use std::sync::OnceLock;
 
-use hashbrown::HashTable;
-
 use crate::resp::ReplyWriter;
 use crate::{Db, Session};
 
@@ -181,29 +179,27 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
 
 struct Table {
     specs: Vec<&'static CommandSpec>,
-    /// Names longer than [`WORD_NAME`] bytes.
-    index: HashTable<usize>,
-    /// Names of up to [`WORD_NAME`] bytes, keyed by their lowercased bytes as two words: one
-    /// multiply to hash, two compares to confirm, no per-byte loop.
-    short: Box<[Slot]>,
+    /// Every name, keyed by its lowercased bytes as four words: one multiply to hash, a
+    /// compare of the words to confirm, no loop over the bytes.
+    slots: Box<[Slot]>,
 }
 
+/// Longest command name (and the most bytes [`lookup`] looks at).
 const MAX_NAME: usize = 32;
-/// Longest name the word table holds (every command but a few `*_RO` and `*STORE` forms).
-const WORD_NAME: usize = 16;
-/// Slots of the word table: a power of two, about four per command, so probes are short.
-const SHORT_SLOTS: usize = 1024;
+const WORDS: usize = MAX_NAME / 8;
+/// Slots of the table: a power of two, about four per command, so probes are short.
+const SLOTS: usize = 1024;
 const EMPTY: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct Slot {
-    words: [u64; 2],
+    words: [u64; WORDS],
     len: u32,
     spec: u32,
 }
 
 /// ASCII-lowercases the eight bytes of `w` at once (other bytes unchanged).
-#[inline]
+#[inline(always)]
 fn lower_word(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = ONES * 0x80;
@@ -215,12 +211,11 @@ fn lower_word(w: u64) -> u64 {
     w | (upper >> 2)
 }
 
-/// The bytes of a name of 1..=[`WORD_NAME`] bytes, lowercased, as two little-endian words
-/// padded with zero bytes. Reads whole words from the slice, never past its end.
-#[inline]
-fn name_words(name: &[u8]) -> [u64; 2] {
+/// The bytes of a name of 1..=16 bytes as two little-endian words padded with zero bytes.
+/// Reads whole words from the slice, never past its end.
+#[inline(always)]
+fn two_words(name: &[u8]) -> [u64; 2] {
     let n = name.len();
-    debug_assert!((1..=WORD_NAME).contains(&n));
     let u64_at = |i: usize| {
         name.get(i..i + 8)
             .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
@@ -231,108 +226,95 @@ fn name_words(name: &[u8]) -> [u64; 2] {
         })
     };
     let byte = |i: usize| name.get(i).map_or(0, |&b| u64::from(b));
-    let (w0, w1) = if n >= 8 {
+    if n >= 8 {
         // The last word overlaps the first; the shift drops the overlap.
         let w1 = if n > 8 {
             u64_at(n - 8) >> (8 * (16 - n))
         } else {
             0
         };
-        (u64_at(0), w1)
+        [u64_at(0), w1]
     } else if n >= 4 {
-        (u32_at(0) | u32_at(n - 4) << (8 * (n - 4)), 0)
+        [u32_at(0) | u32_at(n - 4) << (8 * (n - 4)), 0]
     } else {
-        (
+        [
             byte(0) | byte(n / 2) << (8 * (n / 2)) | byte(n - 1) << (8 * (n - 1)),
             0,
-        )
-    };
-    [lower_word(w0), lower_word(w1)]
-}
-
-#[inline]
-fn short_slot(words: [u64; 2], len: usize) -> usize {
-    let h = (words[0] ^ words[1].rotate_left(29) ^ len as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (h >> (64 - SHORT_SLOTS.trailing_zeros())) as usize
-}
-
-/// A hash of a command name that ignores ASCII case, computed straight from the client's bytes
-/// (no lowercase copy). `b | 0x20` folds letters only; other bytes that fold together merely
-/// collide, and [`lookup`] compares names exactly (ignoring case) anyway.
-fn name_hash(name: &[u8]) -> u64 {
-    let mut h = name.len() as u64;
-    for &b in name {
-        h = (h.rotate_left(5) ^ u64::from(b | 0x20)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        ]
     }
-    h
+}
+
+/// The bytes of a name of 1..=[`MAX_NAME`] bytes, lowercased, as little-endian words padded
+/// with zero bytes.
+#[inline(always)]
+fn name_words(name: &[u8]) -> [u64; WORDS] {
+    debug_assert!((1..=MAX_NAME).contains(&name.len()));
+    let (head, tail) = name.split_at(name.len().min(16));
+    let [a, b] = two_words(head);
+    let [c, d] = if tail.is_empty() {
+        [0, 0]
+    } else {
+        two_words(tail)
+    };
+    [a, b, c, d].map(lower_word)
+}
+
+#[inline(always)]
+fn slot_of(words: &[u64; WORDS], len: usize) -> usize {
+    let mixed = words
+        .iter()
+        .fold(len as u64, |h, &w| h.rotate_left(29) ^ w)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
         let specs: Vec<&'static CommandSpec> = families().collect();
-        let mut index = HashTable::with_capacity(specs.len());
         let empty = Slot {
-            words: [0; 2],
+            words: [0; WORDS],
             len: 0,
             spec: EMPTY,
         };
-        let mut short = vec![empty; SHORT_SLOTS].into_boxed_slice();
-        assert!(
-            specs.len() * 2 < SHORT_SLOTS,
-            "the word table must stay sparse"
-        );
+        let mut slots = vec![empty; SLOTS].into_boxed_slice();
+        assert!(specs.len() * 2 < SLOTS, "the table must stay sparse");
         for (i, s) in specs.iter().enumerate() {
             let name = s.name.as_bytes();
-            debug_assert!(name.len() <= MAX_NAME);
-            if name.len() <= WORD_NAME {
-                let words = name_words(name);
-                let mut at = short_slot(words, name.len());
-                while short[at].spec != EMPTY {
-                    at = (at + 1) % SHORT_SLOTS;
-                }
-                short[at] = Slot {
-                    words,
-                    len: name.len() as u32,
-                    spec: i as u32,
-                };
-            } else {
-                index.insert_unique(name_hash(name), i, |&j| name_hash(specs[j].name.as_bytes()));
+            assert!((1..=MAX_NAME).contains(&name.len()), "{}", s.name);
+            let words = name_words(name);
+            let mut at = slot_of(&words, name.len());
+            while slots[at].spec != EMPTY {
+                at = (at + 1) % SLOTS;
             }
+            slots[at] = Slot {
+                words,
+                len: name.len() as u32,
+                spec: i as u32,
+            };
         }
-        Table {
-            specs,
-            index,
-            short,
-        }
+        Table { specs, slots }
     })
 }
 
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    if name.len() > MAX_NAME {
+    if !(1..=MAX_NAME).contains(&name.len()) {
         return None;
     }
     let t = table();
-    if (1..=WORD_NAME).contains(&name.len()) {
-        let words = name_words(name);
-        let mut at = short_slot(words, name.len());
-        loop {
-            let slot = t.short.get(at)?;
-            if slot.spec == EMPTY {
-                return None;
-            }
-            if slot.words == words && slot.len as usize == name.len() {
-                return t.specs.get(slot.spec as usize).copied();
-            }
-            at = (at + 1) % SHORT_SLOTS;
+    let words = name_words(name);
+    let mut at = slot_of(&words, name.len());
+    loop {
+        let slot = t.slots.get(at)?;
+        if slot.spec == EMPTY {
+            return None;
         }
+        if slot.words == words && slot.len as usize == name.len() {
+            return t.specs.get(slot.spec as usize).copied();
+        }
+        at = (at + 1) % SLOTS;
     }
-    t.index
-        .find(name_hash(name), |&i| {
-            t.specs[i].name.as_bytes().eq_ignore_ascii_case(name)
-        })
-        .map(|&i| t.specs[i])
 }
 
 /// Every command, in table order.
@@ -524,7 +506,7 @@ mod tests {
             cases.push(padded);
         }
         for _ in 0..20_000 {
-            let len = (next() % 20) as usize;
+            let len = (next() % 36) as usize;
             let pool = b"abcgetsxzAZ@[`{-\0\xc1";
             cases.push(
                 (0..len)
