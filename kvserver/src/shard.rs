@@ -320,24 +320,6 @@ impl Shard {
         self.inboxes[to].send(Msg::Adopt(Box::new(h))).is_ok()
     }
 
-    /// Runs a command at once if no multi-shard command holds keys here (the common case);
-    /// returns `false`, having done nothing, if it must go through [`Shard::run_spec`].
-    /// Saves building the waiting future for every command.
-    #[inline]
-    pub fn try_run_now(
-        &self,
-        session: &mut Session,
-        spec: Option<&'static commands::CommandSpec>,
-        args: &[&[u8]],
-        out: &mut Vec<u8>,
-    ) -> bool {
-        if !self.locks.borrow().is_idle() {
-            return false;
-        }
-        self.db.borrow_mut().dispatch_spec(session, spec, args, out);
-        true
-    }
-
     /// The locks a command must take because a multi-shard command is in flight, if any.
     /// Returns `None` at once in the common case of an idle lock table.
     pub fn lock_needed(&self, db: usize, args: &[&[u8]]) -> Option<(Vec<LockKey>, bool)> {
