@@ -21,7 +21,7 @@ use std::time::Instant;
 use clap::Args;
 
 use crate::cli::Load;
-use crate::control::{which, Ctl, Server};
+use crate::control::{redis_server_cmd, which, Ctl, Server};
 use crate::run::{config, measure, prefill};
 use crate::stats::median;
 use crate::sys;
@@ -117,20 +117,7 @@ pub fn main(args: CalibrateArgs) -> Result<i32, String> {
         }
     };
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
-    let cmd: Vec<String> = [
-        &*redis.to_string_lossy(),
-        "--port",
-        "{PORT}",
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let cmd = redis_server_cmd(&redis);
     let (name, cmd) = if args.null_server {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let null = [&*exe.to_string_lossy(), "null-server", "--port", "{PORT}"];

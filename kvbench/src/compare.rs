@@ -14,7 +14,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::cli::{Load, Preset, Spec};
-use crate::control::{which, Server};
+use crate::control::{redis_server_cmd, which, Server};
 use crate::run::{config, measure, prefill, WorkloadResult};
 use crate::stats::{median, HEADER};
 use crate::workload::KeyDist;
@@ -326,20 +326,7 @@ fn start_servers(args: &CompareArgs, ncpus: usize) -> Result<Vec<Server>, String
             None => which("redis-server")
                 .ok_or("redis-server not found on PATH (apt-get install redis-server, or --redis-server PATH, or --no-redis)")?,
         };
-        specs.push((
-            "redis".to_string(),
-            s(&[
-                &redis.to_string_lossy(),
-                "--port",
-                "{PORT}",
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ]),
-        ));
+        specs.push(("redis".to_string(), redis_server_cmd(&redis)));
     }
     for extra in &args.servers {
         let (name, cmd) = extra

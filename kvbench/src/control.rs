@@ -214,6 +214,24 @@ fn tail(path: &Path) -> String {
     }
 }
 
+/// The command line of a reference redis-server with binary `bin` (`{PORT}` is filled in at
+/// start): loopback only, no persistence, so disk work never enters a measurement.
+pub fn redis_server_cmd(bin: &Path) -> Vec<String> {
+    let args = [
+        "--port",
+        "{PORT}",
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ];
+    std::iter::once(bin.to_string_lossy().into_owned())
+        .chain(args.iter().map(|a| a.to_string()))
+        .collect()
+}
+
 /// Finds `name` in the directories of `PATH`.
 pub fn which(name: &str) -> Option<PathBuf> {
     if name.contains('/') {
