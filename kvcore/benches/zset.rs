@@ -107,6 +107,24 @@ fn zrank_last_1m(bencher: divan::Bencher) {
     });
 }
 
+/// `ZRANK` of a random member of a 1M-member set (cold paths: the realistic case).
+#[divan::bench(sample_count = 100, sample_size = 100)]
+fn zrank_random_1m(bencher: divan::Bencher) {
+    let mut db = zset_1m();
+    let mut s = session();
+    let mut out = Vec::with_capacity(1 << 16);
+    let members: Vec<Vec<u8>> = (0..4096)
+        .map(|i| format!("m:{}", i * 241).into_bytes())
+        .collect();
+    let mut i = 0;
+    bencher.bench_local(|| {
+        out.clear();
+        i = (i + 1) % members.len();
+        db.dispatch(&mut s, &[b"ZRANK", b"bench:z", &members[i]], &mut out);
+        divan::black_box(&out);
+    });
+}
+
 /// `GEOADD bench:geo lon lat p:<rand>` of random points into a 1M-point set.
 #[divan::bench(sample_count = 100, sample_size = 100)]
 fn geoadd_random_1m(bencher: divan::Bencher) {

@@ -251,6 +251,10 @@ fn name_words(name: &[u8]) -> [u64; WORDS] {
     debug_assert!((1..=MAX_NAME).contains(&name.len()));
     let (head, tail) = name.split_at(name.len().min(16));
     let [a, b] = two_words(head);
+    // Most names fit one word: the zero words need no lowercasing (`lower_word(0) == 0`).
+    if name.len() <= 8 {
+        return [lower_word(a), 0, 0, 0];
+    }
     let [c, d] = if tail.is_empty() {
         [0, 0]
     } else {
@@ -533,6 +537,8 @@ mod tests {
             );
             assert_eq!(lower_word(w), want, "{b}");
         }
+        // `name_words` leaves the padding words of short names as they are.
+        assert_eq!(lower_word(0), 0);
     }
 
     #[test]

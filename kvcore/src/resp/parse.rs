@@ -211,52 +211,78 @@ fn parse_multibulk<'a>(
     args: &mut Args<'a>,
 ) -> Result<Status, ProtocolError> {
     let incomplete = |hint| Ok(Status::Incomplete { hint });
-    let Some((digits_end, mut pos)) = header_line(
-        buf,
-        0,
-        limits.max_inline_len,
-        ProtocolError::TooBigMbulkCount,
-    )?
-    else {
-        return incomplete(0);
+    let (count, mut pos) = match quick_header(buf, 0, limits.max_inline_len) {
+        Some(found) => found,
+        None => {
+            let Some((digits_end, pos)) = header_line(
+                buf,
+                0,
+                limits.max_inline_len,
+                ProtocolError::TooBigMbulkCount,
+            )?
+            else {
+                return incomplete(0);
+            };
+            let count = buf
+                .get(1..digits_end)
+                .and_then(string2ll)
+                .ok_or(ProtocolError::InvalidMultibulkLength)?;
+            if count <= 0 {
+                return Ok(Status::Command { consumed: pos });
+            }
+            let count =
+                usize::try_from(count).map_err(|_| ProtocolError::InvalidMultibulkLength)?;
+            (count, pos)
+        }
     };
-    let count = buf
-        .get(1..digits_end)
-        .and_then(string2ll)
-        .ok_or(ProtocolError::InvalidMultibulkLength)?;
-    if count <= 0 {
-        return Ok(Status::Command { consumed: pos });
+    if count > limits.max_args || count > i32::MAX as usize {
+        return Err(ProtocolError::InvalidMultibulkLength);
     }
-    let count = usize::try_from(count)
-        .ok()
-        .filter(|&n| n <= limits.max_args && n <= i32::MAX as usize)
-        .ok_or(ProtocolError::InvalidMultibulkLength)?;
 
     // Trust the count only as far as the bytes at hand can back it.
     args.reserve(count.min(buf.len().saturating_sub(pos) / MIN_ARG_BYTES));
     for done in 0..count {
-        let left_after = count.saturating_sub(done).saturating_sub(1);
-        let rest_min = left_after.saturating_mul(MIN_ARG_BYTES);
-        let Some((digits_end, data)) = header_line(
-            buf,
-            pos,
-            limits.max_inline_len,
-            ProtocolError::TooBigBulkCount,
-        )?
-        else {
-            return incomplete(pos.saturating_add(MIN_ARG_BYTES).saturating_add(rest_min));
+        // The bytes the arguments after this one need at least (only for an incomplete hint).
+        let rest_min = || {
+            count
+                .saturating_sub(done)
+                .saturating_sub(1)
+                .saturating_mul(MIN_ARG_BYTES)
         };
-        match buf.get(pos) {
-            Some(b'$') => {}
-            Some(&other) => return Err(ProtocolError::ExpectedDollar(other)),
-            None => return incomplete(0),
+        let quick = match buf.get(pos) {
+            Some(b'$') => quick_header(buf, pos, limits.max_inline_len),
+            _ => None,
+        };
+        let (len, data) = match quick {
+            Some(found) => found,
+            None => {
+                let Some((digits_end, data)) = header_line(
+                    buf,
+                    pos,
+                    limits.max_inline_len,
+                    ProtocolError::TooBigBulkCount,
+                )?
+                else {
+                    return incomplete(
+                        pos.saturating_add(MIN_ARG_BYTES).saturating_add(rest_min()),
+                    );
+                };
+                match buf.get(pos) {
+                    Some(b'$') => {}
+                    Some(&other) => return Err(ProtocolError::ExpectedDollar(other)),
+                    None => return incomplete(0),
+                }
+                let len = buf
+                    .get(pos.saturating_add(1)..digits_end)
+                    .and_then(string2ll)
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or(ProtocolError::InvalidBulkLength)?;
+                (len, data)
+            }
+        };
+        if len > limits.max_bulk_len {
+            return Err(ProtocolError::InvalidBulkLength);
         }
-        let len = buf
-            .get(pos.saturating_add(1)..digits_end)
-            .and_then(string2ll)
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|&n| n <= limits.max_bulk_len)
-            .ok_or(ProtocolError::InvalidBulkLength)?;
         let end = data.saturating_add(len);
         let next = end.saturating_add(2);
         match buf.get(data..end) {
@@ -264,10 +290,42 @@ fn parse_multibulk<'a>(
                 args.push(arg);
                 pos = next;
             }
-            _ => return incomplete(next.saturating_add(rest_min)),
+            _ => return incomplete(next.saturating_add(rest_min())),
         }
     }
     Ok(Status::Command { consumed: pos })
+}
+
+/// The common header line in one pass: the type byte at `start`, 1 to 18 digits with no sign
+/// and no leading zero, `\r` within `max` bytes of `start`, and one more byte. Returns the
+/// value and the index after that byte, exactly what [`header_line`] and [`string2ll`] make
+/// of such a line; `None` (anything else, including an incomplete line) sends the caller down
+/// that general path, which decides every other case.
+#[inline(always)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
+fn quick_header(buf: &[u8], start: usize, max: usize) -> Option<(usize, usize)> {
+    let digits = buf.get(start.checked_add(1)?..)?;
+    let mut value: usize = 0;
+    for (i, &c) in digits.iter().enumerate() {
+        match c {
+            // At most 18 digits: the value stays far below `usize::MAX` and `i64::MAX`.
+            b'0'..=b'9' if i < 18 && (i > 0 || c != b'0') => {
+                value = value
+                    .wrapping_mul(10)
+                    .wrapping_add(usize::from(c.wrapping_sub(b'0')));
+            }
+            // `\r` sits at `start + i + 1`, the line ends one byte after it.
+            b'\r' if i > 0 && i < max && digits.len() > i.wrapping_add(1) => {
+                return Some((value, start.saturating_add(i).saturating_add(3)));
+            }
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// Finds the header line starting at `start` (on its type byte).
@@ -810,6 +868,77 @@ mod tests {
             n += 1;
         }
         assert_eq!((n, pos), (10_000, buf.len()));
+    }
+
+    #[test]
+    fn quick_header_agrees_with_the_general_path() {
+        // Every line the one-pass reader accepts must read the same through `header_line` and
+        // `string2ll`; and it must accept the everyday lines, or it saves nothing.
+        let general = |buf: &[u8], max: usize| {
+            let (digits_end, next) = header_line(buf, 0, max, ProtocolError::TooBigBulkCount)
+                .ok()
+                .flatten()?;
+            let n = string2ll(buf.get(1..digits_end)?)?;
+            Some((usize::try_from(n).ok()?, next))
+        };
+        let alphabet = b"0123456789-+\r\n x";
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut accepted = 0;
+        for round in 0..200_000 {
+            let len = (next() % 24) as usize;
+            let mut buf = vec![b'$'];
+            for _ in 0..len {
+                let pick = next() as usize;
+                // Mostly digits, so that long valid numbers come up.
+                buf.push(if pick % 3 == 0 {
+                    alphabet[(pick >> 8) % alphabet.len()]
+                } else {
+                    b'0' + ((pick >> 8) % 10) as u8
+                });
+            }
+            if round % 2 == 0 {
+                let at = (next() as usize) % buf.len();
+                buf.insert(at.max(1), b'\r');
+            }
+            let max = [2usize, 3, 5, 19, 20, 64 * 1024][(next() % 6) as usize];
+            if let Some(quick) = quick_header(&buf, 0, max) {
+                accepted += 1;
+                assert_eq!(
+                    Some(quick),
+                    general(&buf, max),
+                    "{:?} max {max}",
+                    buf.escape_ascii().to_string()
+                );
+            }
+        }
+        assert!(accepted > 1000, "only {accepted} lines took the quick path");
+        for (line, want) in [
+            (&b"$3\r\nGET"[..], Some((3, 4))),
+            (b"*2\r\n", Some((2, 4))),
+            (
+                b"$123456789012345678\r\n",
+                Some((123_456_789_012_345_678, 21)),
+            ),
+            (b"$1234567890123456789\r\n", None),
+            (b"$0\r\n", None),
+            (b"$-1\r\n", None),
+            (b"$01\r\n", None),
+            (b"$3\r", None),
+            (b"$\r\n", None),
+        ] {
+            assert_eq!(
+                quick_header(line, 0, 64 * 1024),
+                want,
+                "{:?}",
+                line.escape_ascii().to_string()
+            );
+        }
     }
 
     #[test]

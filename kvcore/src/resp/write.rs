@@ -27,6 +27,9 @@ pub struct ReplyWriter<'a> {
 }
 
 const CRLF: &[u8] = b"\r\n";
+/// The longest `<type><integer>\r\n` header: a type byte, up to 20 digits or a sign and 19
+/// digits (`itoa` of any 64-bit integer), and CRLF.
+const HEADER_MAX: usize = 1 + 20 + 2;
 
 impl<'a> ReplyWriter<'a> {
     /// A writer appending to `out`.
@@ -42,13 +45,18 @@ impl<'a> ReplyWriter<'a> {
     fn framed<N: itoa::Integer>(&mut self, ty: u8, n: N, body: Option<&[&[u8]]>) {
         let mut digits = itoa::Buffer::new();
         let digits = digits.format(n).as_bytes();
+        // The header goes out as one copy: most replies are a header and little else, and
+        // each `extend_from_slice` is a capacity check and a `memcpy` call.
+        let mut header = [0u8; HEADER_MAX];
+        let header_len = digits.len() + 1 + CRLF.len();
+        header[0] = ty;
+        header[1..=digits.len()].copy_from_slice(digits);
+        header[digits.len() + 1..header_len].copy_from_slice(CRLF);
         let body_len = body.map_or(0, |parts| {
             parts.iter().map(|p| p.len()).sum::<usize>() + CRLF.len()
         });
-        self.out.reserve(1 + digits.len() + CRLF.len() + body_len);
-        self.out.push(ty);
-        self.out.extend_from_slice(digits);
-        self.out.extend_from_slice(CRLF);
+        self.out.reserve(header_len + body_len);
+        self.out.extend_from_slice(&header[..header_len]);
         if let Some(parts) = body {
             for part in parts {
                 self.out.extend_from_slice(part);
