@@ -65,6 +65,8 @@ pub struct HostInfo {
     pub total_connections: u64,
     /// Connections the server moved to the shard holding their keys.
     pub moved_connections: u64,
+    /// Clients waiting in a blocking command (BZPOPMIN ...).
+    pub blocked_clients: u64,
     /// Bytes the allocator has handed out, if the host counts them.
     pub used_memory: Option<u64>,
     /// Resident set size, if known.

@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 
 use crate::global::{lock, ClientEntry};
 use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
-use crate::{log, multi, route, special};
+use crate::{blocking, log, multi, route, special};
 
 const READ_CHUNK: usize = BufPool::CHUNK;
 /// Replies are written out once this many bytes are waiting, even mid-batch.
@@ -44,6 +44,8 @@ enum Route {
     Remote(usize),
     Multi,
     Special,
+    /// BZPOPMIN and the like: may wait for its keys (see [`crate::blocking`]).
+    Blocking,
 }
 
 enum Seg {
@@ -87,6 +89,9 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     }
     if special::is_special(spec, args, shard.n) {
         return Route::Special;
+    }
+    if spec.has(flags::BLOCKING) {
+        return Route::Blocking;
     }
     if shard.n == 1 {
         return Route::Local(Some(spec), true);
@@ -373,6 +378,21 @@ async fn run(
                     }
                     // Boxed: rare, and its state would otherwise enlarge every idle connection.
                     Box::pin(multi::run(shard, session, &args, &mut out)).await;
+                    if let Some(spec) = commands::lookup(args[0]) {
+                        Box::pin(blocking::wake_after_multi(shard, spec, &args)).await;
+                    }
+                }
+                Route::Blocking => {
+                    hops = 0;
+                    if pend.active {
+                        Box::pin(resolve(shard, &mut pend, &mut out)).await;
+                    }
+                    // The replies before it go out now: this one may take a while.
+                    write_out(stream, &mut out, shard).await?;
+                    let ended = Box::pin(blocking::run(shard, session, stream, &args, &mut out));
+                    if ended.await == blocking::Outcome::Gone {
+                        return Ok(End::Closed);
+                    }
                 }
                 Route::Special => {
                     if pend.active {

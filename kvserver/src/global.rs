@@ -70,6 +70,8 @@ pub struct Global {
     pub total_connections: AtomicU64,
     /// Clients handed to the shard that holds their keys (INFO `moved_connections`).
     pub moved_connections: AtomicU64,
+    /// Clients waiting in a blocking command (INFO `blocked_clients`).
+    pub blocked_clients: AtomicU64,
     /// Set by SIGINT, SIGTERM or SHUTDOWN.
     pub shutdown: Arc<AtomicBool>,
     /// The port actually bound (differs from the option when it was 0).
@@ -86,6 +88,7 @@ impl Global {
             connected: AtomicUsize::new(0),
             total_connections: AtomicU64::new(0),
             moved_connections: AtomicU64::new(0),
+            blocked_clients: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),
         }

@@ -8,6 +8,7 @@
 //!   one clear line and exit code 1.
 //! - `shard`: a shard's store and its messages to the other shards; `locks`: key intent locks.
 //! - `conn`: one client: read, parse, route, execute, one write per batch.
+//! - `blocking`: clients waiting in BZPOPMIN, BZPOPMAX and BZMPOP.
 //! - `route`: key → hash slot → shard. `multi`: commands spanning shards. `special`: commands
 //!   over all shards or the server (KEYS, SCAN, INFO, CLIENT, SHUTDOWN ...).
 //! - `global`: client registry and counters; `alloc`: the counting allocator; `log`.
@@ -23,6 +24,7 @@
 //! messages between executors — is unchanged.
 
 mod alloc;
+mod blocking;
 mod conn;
 mod global;
 mod locks;

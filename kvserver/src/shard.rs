@@ -25,6 +25,7 @@ use kvcore::resp::Proto;
 use kvcore::{Db, Session};
 use smallvec::SmallVec;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 
 use crate::global::{ClientEntry, Global};
 use crate::locks::{LockKey, LockTable};
@@ -134,6 +135,22 @@ pub struct Shard {
     next_id: Cell<u64>,
     /// Spare connection buffers (see [`crate::conn`]): idle clients hold none.
     pub bufs: RefCell<BufPool>,
+    /// Clients blocked on keys of this shard (see [`crate::blocking`]), by key (any database):
+    /// a command that writes the key wakes them all, and each tries again.
+    waiters: RefCell<HashMap<Vec<u8>, Vec<Waiter>>>,
+}
+
+/// A blocked client's registration on a key: its id, and how to wake it.
+type Waiter = (u64, Arc<Notify>);
+
+/// One key's turn in a blocking pop (see [`Shard::pop_or_wait`]).
+pub enum PopTry {
+    /// These members were popped.
+    Popped(kvcore::commands::zset_api::Popped),
+    /// The key holds another type (only reported on the first try, as Redis does).
+    WrongType,
+    /// Nothing to pop: the client is registered to be woken when the key is written.
+    Waiting,
 }
 
 /// Spare read and output buffers of one shard's connections.
@@ -204,6 +221,7 @@ impl Shard {
             pending: RefCell::new(HashMap::new()),
             next_id: Cell::new(1),
             bufs: RefCell::new(BufPool::default()),
+            waiters: RefCell::new(HashMap::new()),
         }
     }
 
@@ -311,6 +329,71 @@ impl Shard {
         self.db.borrow_mut().dispatch_spec(session, spec, args, out);
         if let Some((keys, exclusive)) = lock {
             self.locks.borrow_mut().release(&keys, exclusive);
+        }
+        if let Some(spec) = spec {
+            self.wake_written(spec, args);
+        }
+    }
+
+    /// A blocking pop's turn at `key`: pops up to `count` members if the key holds a sorted
+    /// set, else registers `notify` (client `id`) to be woken when a command writes the key.
+    /// Pop and registration happen in one step of this shard, so no write can fall between.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one step of a blocking pop, all its inputs"
+    )]
+    pub fn pop_or_wait(
+        &self,
+        dbi: usize,
+        key: &[u8],
+        max: bool,
+        count: usize,
+        first: bool,
+        id: u64,
+        notify: &Arc<Notify>,
+    ) -> PopTry {
+        match self.db.borrow_mut().blocking_pop_key(dbi, key, max, count) {
+            Ok(Some(popped)) => return PopTry::Popped(popped),
+            Err(_) if first => return PopTry::WrongType,
+            // Later, a key of another type keeps the client waiting (as in Redis 7.0).
+            Ok(None) | Err(_) => {}
+        }
+        self.waiters
+            .borrow_mut()
+            .entry(key.to_vec())
+            .or_default()
+            .push((id, notify.clone()));
+        PopTry::Waiting
+    }
+
+    /// Removes client `id`'s registration on `key`, if it is still there.
+    pub fn unwait(&self, key: &[u8], id: u64) {
+        let mut waiters = self.waiters.borrow_mut();
+        if let Some(list) = waiters.get_mut(key) {
+            list.retain(|(w, _)| *w != id);
+            if list.is_empty() {
+                waiters.remove(key);
+            }
+        }
+    }
+
+    /// Wakes every client blocked on `key` (each removed; it registers again if it finds
+    /// nothing).
+    pub fn wake(&self, key: &[u8]) {
+        let woken = self.waiters.borrow_mut().remove(key);
+        for (_, notify) in woken.into_iter().flatten() {
+            notify.notify_one();
+        }
+    }
+
+    /// Wakes the clients blocked on the keys of a write command that just ran here. Costs one
+    /// check when no client is blocked on this shard.
+    pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
+        if self.waiters.borrow().is_empty() || !spec.has(commands::flags::WRITE) {
+            return;
+        }
+        for i in spec.key_positions(args) {
+            self.wake(args[i]);
         }
     }
 

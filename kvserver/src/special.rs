@@ -85,6 +85,7 @@ pub async fn run(
             d.host.connected_clients = g.connected.load(Ordering::Relaxed) as u64;
             d.host.total_connections = g.total_connections.load(Ordering::Relaxed);
             d.host.moved_connections = g.moved_connections.load(Ordering::Relaxed);
+            d.host.blocked_clients = g.blocked_clients.load(Ordering::Relaxed);
             d.host.tcp_port = g.port.load(Ordering::Relaxed);
             d.host.used_memory = Some(crate::alloc::allocated() as u64);
             d.host.rss = rss_bytes();

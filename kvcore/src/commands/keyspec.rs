@@ -58,6 +58,7 @@ impl CommandSpec {
                 v
             }
             "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" => numkeys(args, 1),
+            "bzmpop" => numkeys(args, 2),
             "georadius" | "georadiusbymember" => {
                 let mut v = KeyIndices::new();
                 if args.len() > 1 {

@@ -26,7 +26,10 @@ pub mod keys_api {
 }
 /// Typed options of the sorted-set commands.
 pub mod zset_api {
-    pub use super::zset::{ZaddError, ZaddFlags, ZaddOutcome, ZADD_NAN};
+    pub use super::zset::{
+        parse_blocking_pop, write_blocking_pop, BlockingPop, Popped, ZaddError, ZaddFlags,
+        ZaddOutcome, ZADD_NAN,
+    };
 }
 /// INFO over several shards.
 pub mod server_api {
@@ -66,6 +69,8 @@ pub mod flags {
     pub const ALL_KEYS: u32 = 1 << 11;
     /// Not allowed inside MULTI.
     pub const NO_MULTI: u32 = 1 << 12;
+    /// May block the client (BZPOPMIN ...): a server runs it through its blocked-client path.
+    pub const BLOCKING: u32 = 1 << 13;
 
     /// Flag names as COMMAND reports them, in its order.
     pub(crate) const NAMES: &[(u32, &str)] = &[
@@ -74,6 +79,7 @@ pub mod flags {
         (DENYOOM, "denyoom"),
         (ADMIN, "admin"),
         (NOSCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
         (NO_AUTH, "no_auth"),

@@ -223,9 +223,10 @@ impl Db {
             "clients" => {
                 let _ = write!(
                     s,
-                    "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:0\r\n",
+                    "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
                     h.connected_clients,
                     self.config.get("maxclients").unwrap_or("0"),
+                    h.blocked_clients,
                 );
             }
             "memory" => {

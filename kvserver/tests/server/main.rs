@@ -2,6 +2,7 @@
 //! raw sockets and Redis's own tools. One test binary, one module per area.
 
 mod basics;
+mod blocking;
 mod differential;
 mod hostile;
 mod limits;

@@ -4,8 +4,10 @@
 //! - [`range`]: ZRANGE in all its forms, ZRANGESTORE, ZCOUNT/ZLEXCOUNT, ZREMRANGEBY*;
 //! - [`multi`]: ZUNION/ZINTER/ZDIFF (and *STORE), ZINTERCARD.
 //!
-//! Blocking BZPOPMIN, BZPOPMAX and BZMPOP need the server's blocked-client machinery and come
-//! with it in a later issue.
+//! BZPOPMIN, BZPOPMAX and BZMPOP: [`parse_blocking_pop`], [`Db::blocking_pop_key`] and
+//! [`write_blocking_pop`] are the pieces a server blocks clients with; the handlers here serve
+//! callers that cannot block (the embedded store), which get the timeout's reply at once when
+//! every key is empty, as Redis answers inside MULTI.
 
 pub(crate) mod multi;
 pub(crate) mod range;
@@ -31,6 +33,17 @@ pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[
     cmd!("zpopmin", -2, WRITE | FAST, 1, 1, 1, zpopmin),
     cmd!("zpopmax", -2, WRITE | FAST, 1, 1, 1, zpopmax),
     cmd!("zmpop", -4, WRITE | MOVABLE_KEYS, 0, 0, 0, zmpop),
+    cmd!("bzpopmin", -3, WRITE | FAST | BLOCKING, 1, -2, 1, bzpopmin),
+    cmd!("bzpopmax", -3, WRITE | FAST | BLOCKING, 1, -2, 1, bzpopmax),
+    cmd!(
+        "bzmpop",
+        -5,
+        WRITE | BLOCKING | MOVABLE_KEYS,
+        0,
+        0,
+        0,
+        bzmpop
+    ),
     cmd!("zrandmember", -2, READONLY, 1, 1, 1, zrandmember),
     cmd!("zscan", -3, READONLY, 1, 1, 1, zscan),
     cmd!("zcount", 4, READONLY | FAST, 1, 1, 1, range::zcount),
@@ -647,6 +660,163 @@ fn zmpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return;
     }
     c.out.null_array();
+}
+
+/// A parsed BZPOPMIN, BZPOPMAX or BZMPOP.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockingPop<'a> {
+    /// The keys, tried in this order.
+    pub keys: Vec<&'a [u8]>,
+    /// Pop the highest scores (BZPOPMAX, BZMPOP MAX) rather than the lowest.
+    pub max: bool,
+    /// Members to pop from the first non-empty key: 1, or BZMPOP's COUNT.
+    pub count: usize,
+    /// BZMPOP's reply (key, then an array of pairs) rather than BZPOP's (key, member, score).
+    pub mpop: bool,
+    /// How long the client may wait, in milliseconds; 0 waits for ever (as in Redis, so does
+    /// a timeout under one millisecond).
+    pub timeout_ms: u64,
+}
+
+/// Reads a blocking pop's arguments (`args[0]` is the command name) with Redis's checks, in
+/// its order: BZPOPMIN's and BZPOPMAX's timeout; BZMPOP's numkeys, MIN|MAX and COUNT, then its
+/// timeout. `now_ms` is the Unix time in milliseconds (a deadline past `i64::MAX` ms is out of
+/// range). The error is the message of Redis's error reply.
+pub fn parse_blocking_pop<'a>(
+    args: &[&'a [u8]],
+    now_ms: u64,
+) -> Result<BlockingPop<'a>, &'static [u8]> {
+    if !args[0].eq_ignore_ascii_case(b"bzmpop") {
+        return Ok(BlockingPop {
+            timeout_ms: timeout_ms(args[args.len() - 1], now_ms)?,
+            keys: args[1..args.len() - 1].to_vec(),
+            max: args[0].eq_ignore_ascii_case(b"bzpopmax"),
+            count: 1,
+            mpop: false,
+        });
+    }
+    let (keys, mut i) = numkeys(args, 2)?;
+    let max = match args.get(i) {
+        Some(w) if args::is(w, "MIN") => false,
+        Some(w) if args::is(w, "MAX") => true,
+        _ => return Err(OpError::Syntax.message().as_bytes()),
+    };
+    i += 1;
+    let mut count = None;
+    while i < args.len() {
+        if args::is(args[i], "COUNT") && i + 1 < args.len() && count.is_none() {
+            match args::int(args[i + 1]) {
+                Ok(n) if n > 0 => count = Some(n as usize),
+                _ => return Err(b"ERR count should be greater than 0"),
+            }
+            i += 2;
+        } else {
+            return Err(OpError::Syntax.message().as_bytes());
+        }
+    }
+    Ok(BlockingPop {
+        timeout_ms: timeout_ms(args[1], now_ms)?,
+        keys: keys.to_vec(),
+        max,
+        count: count.unwrap_or(1),
+        mpop: true,
+    })
+}
+
+/// A blocking command's timeout in seconds, as Redis reads it: milliseconds truncated to a
+/// 64-bit integer, 0 for ever.
+fn timeout_ms(arg: &[u8], now_ms: u64) -> Result<u64, &'static [u8]> {
+    let secs =
+        crate::num::parse_f64(arg).ok_or(&b"ERR timeout is not a float or out of range"[..])?;
+    // Redis converts seconds * 1000 to a long long; out of its range that conversion gives
+    // LLONG_MIN on x86, which then reads as negative.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let ms = secs * 1000.0;
+    let ms = if (-LIMIT..LIMIT).contains(&ms) {
+        ms as i64
+    } else {
+        i64::MIN
+    };
+    if ms < 0 {
+        return Err(b"ERR timeout is negative");
+    }
+    if ms > 0 && ms > i64::MAX - i64::try_from(now_ms).unwrap_or(i64::MAX) {
+        return Err(b"ERR timeout is out of range");
+    }
+    Ok(ms as u64)
+}
+
+/// The members a pop took, with their scores.
+pub type Popped = Vec<(Vec<u8>, f64)>;
+
+impl Db {
+    /// One key's turn in a blocking pop: the members popped if `key` holds a sorted set,
+    /// `Ok(None)` if it holds nothing, [`OpError::WrongType`] if it holds another type.
+    pub fn blocking_pop_key(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        max: bool,
+        count: usize,
+    ) -> OpResult<Option<Popped>> {
+        if get_z(self, dbi, key)?.is_none() {
+            return Ok(None);
+        }
+        pop_in(self, dbi, key, count, max).map(Some)
+    }
+}
+
+/// Writes the reply of a blocking pop that took `popped` from `key`: BZPOPMIN's
+/// `key, member, score` or BZMPOP's `key, [[member, score] ...]`.
+pub fn write_blocking_pop(
+    w: &mut ReplyWriter<'_>,
+    pop: &BlockingPop<'_>,
+    key: &[u8],
+    popped: &[(Vec<u8>, f64)],
+) {
+    if pop.mpop {
+        w.array_len(2);
+        w.bulk(key);
+        w.array_len(popped.len());
+        for (m, s) in popped {
+            write_pair(w, m, *s, true);
+        }
+    } else {
+        w.array_len(1 + 2 * popped.len());
+        w.bulk(key);
+        for (m, s) in popped {
+            write_pair(w, m, *s, false);
+        }
+    }
+}
+
+/// BZPOPMIN, BZPOPMAX and BZMPOP for a caller that cannot block: the first non-empty key's
+/// members, or the timeout's null reply at once.
+fn bzpop_any(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let pop = match parse_blocking_pop(a, c.db.now) {
+        Ok(p) => p,
+        Err(m) => return c.out.error(m),
+    };
+    for k in &pop.keys {
+        match c.db.blocking_pop_key(c.session.db, k, pop.max, pop.count) {
+            Err(e) => return reply_err(&mut c.out, e),
+            Ok(None) => {}
+            Ok(Some(popped)) => return write_blocking_pop(&mut c.out, &pop, k, &popped),
+        }
+    }
+    c.out.null_array();
+}
+
+fn bzpopmin(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    bzpop_any(c, a);
+}
+
+fn bzpopmax(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    bzpop_any(c, a);
+}
+
+fn bzmpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    bzpop_any(c, a);
 }
 
 fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {

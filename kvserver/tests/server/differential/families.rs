@@ -620,6 +620,24 @@ pub static ZSETS: &[Gen] = &[
         }
         c
     },
+    |r| {
+        // Timeouts that end soon (nothing wakes a lone client) or are refused.
+        let mut c = vec![word(r.pick(&["BZPOPMIN", "BZPOPMAX"])), key(r)];
+        if r.chance(50) {
+            c.push(key(r));
+        }
+        c.push(word(r.pick(&["0.01", "0.002", "-1", "x", "inf", "1e300"])));
+        c
+    },
+    |r| {
+        let mut c = vec![word("BZMPOP"), word(r.pick(&["0.01", "-1", "x"]))];
+        c.extend(keys_with_count(r));
+        c.push(word(r.pick(&["MIN", "MAX", "max", "MID"])));
+        if r.chance(40) {
+            c.extend([word("COUNT"), count(r)]);
+        }
+        c
+    },
     |r| zset_op(r.pick(&["ZUNION", "ZINTER", "ZDIFF"]), false, r),
     |r| {
         zset_op(
