@@ -7,7 +7,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use crate::null_server::Io;
+/// Which server a test starts.
+#[derive(Clone, Copy, Debug)]
+enum Io {
+    Epoll,
+    Uring,
+    /// io_uring with two provided buffers, so recvs run out of them (ENOBUFS).
+    UringTwoBuffers,
+}
 
 /// Starts a null server; panics (fails the test) if it cannot start, so a
 /// machine without io_uring fails the uring tests instead of skipping them.
@@ -15,13 +22,18 @@ fn start(io: Io) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local_addr");
     let (tx, rx) = mpsc::channel();
-    thread::spawn(move || match io {
-        Io::Epoll => {
-            let _ = tx.send(Ok(()));
-            let _ = crate::null_server::serve(listener);
-        }
+    thread::spawn(move || {
+        let nbuf = match io {
+            Io::Epoll => {
+                let _ = tx.send(Ok(()));
+                let _ = crate::null_server::serve(listener);
+                return;
+            }
+            Io::Uring => 512,
+            Io::UringTwoBuffers => 2,
+        };
         // The ring must be set up on the thread that submits (SINGLE_ISSUER).
-        Io::Uring => match crate::null_uring::Server::new(listener) {
+        match crate::null_uring::Server::with_buffers(listener, nbuf) {
             Ok(server) => {
                 let _ = tx.send(Ok(()));
                 let _ = server.run();
@@ -29,7 +41,7 @@ fn start(io: Io) -> SocketAddr {
             Err(e) => {
                 let _ = tx.send(Err(e));
             }
-        },
+        }
     });
     if let Err(e) = rx.recv().expect("server thread") {
         panic!("{io:?} null server did not start: {e}");
@@ -95,12 +107,11 @@ fn uring_replies_to_pipelined_and_split_commands() {
     pipelined_and_split(Io::Uring);
 }
 
-/// More input than the provided-buffer ring holds, and replies written while
-/// the client is still sending: buffers are recycled, sends can be partial.
-fn large_pipeline(io: Io) {
-    let s = connect(start(io));
+/// `n` pipelined commands, written while the replies are read: with
+/// `n = 300_000`, more input than the provided-buffer ring holds.
+fn large_pipeline(addr: SocketAddr, n: usize) {
+    let s = connect(addr);
     let mut w = s.try_clone().expect("clone");
-    let n = 300_000;
     let writer = thread::spawn(move || {
         let mut batch = Vec::new();
         for i in 0..n {
@@ -133,12 +144,25 @@ fn large_pipeline(io: Io) {
 
 #[test]
 fn epoll_answers_a_large_pipeline_in_order() {
-    large_pipeline(Io::Epoll);
+    large_pipeline(start(Io::Epoll), 300_000);
 }
 
 #[test]
 fn uring_answers_a_large_pipeline_in_order() {
-    large_pipeline(Io::Uring);
+    large_pipeline(start(Io::Uring), 300_000);
+}
+
+/// Four connections share two buffers: recvs end with ENOBUFS and must be
+/// re-armed, or a connection stalls and its reads time out.
+#[test]
+fn uring_with_two_buffers_serves_concurrent_pipelines() {
+    let addr = start(Io::UringTwoBuffers);
+    let clients: Vec<_> = (0..4)
+        .map(|_| thread::spawn(move || large_pipeline(addr, 50_000)))
+        .collect();
+    for c in clients {
+        c.join().expect("client");
+    }
 }
 
 /// A multibulk command of `args` arguments of 1,000,000 bytes each.

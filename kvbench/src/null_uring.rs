@@ -82,33 +82,38 @@ struct BufEntry {
 
 const _: () = assert!(std::mem::size_of::<BufEntry>() == 16);
 
-/// The provided-buffer ring: `NBUF` entries the kernel reads and `NBUF`
-/// buffers of `BUFSZ` bytes it fills. Both allocations are leaked.
+/// The provided-buffer ring: `n` entries the kernel reads and `n` buffers
+/// of `BUFSZ` bytes it fills. Both allocations are leaked.
 struct BufRing {
-    /// `NBUF` entries, page aligned.
+    /// `n` entries, page aligned.
     entries: NonNull<BufEntry>,
-    /// `NBUF * BUFSZ` bytes.
+    /// `n * BUFSZ` bytes.
     pool: NonNull<u8>,
+    /// Number of buffers, a power of two.
+    n: u16,
     /// Buffers ever handed to the kernel (wrapping); the published tail.
     tail: u16,
 }
 
 impl BufRing {
-    /// Allocates the ring with every buffer in it.
-    fn new() -> Option<Self> {
-        let layout =
-            Layout::from_size_align(usize::from(NBUF) * size_of::<BufEntry>(), 4096).ok()?;
+    /// Allocates a ring of `n` buffers (a power of two) with every buffer in it.
+    fn new(n: u16) -> Option<Self> {
+        if !n.is_power_of_two() {
+            return None;
+        }
+        let layout = Layout::from_size_align(usize::from(n) * size_of::<BufEntry>(), 4096).ok()?;
         // SAFETY: the layout's size is not zero.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let entries = NonNull::new(raw.cast::<BufEntry>())?;
-        let pool = vec![0u8; usize::from(NBUF) * BUFSZ].leak();
+        let pool = vec![0u8; usize::from(n) * BUFSZ].leak();
         let pool = NonNull::new(pool.as_mut_ptr())?;
         let mut ring = BufRing {
             entries,
             pool,
+            n,
             tail: 0,
         };
-        for bid in 0..NBUF {
+        for bid in 0..n {
             ring.put(bid);
         }
         Some(ring)
@@ -117,14 +122,14 @@ impl BufRing {
     /// Hands buffer `bid` (back) to the kernel. Call it once per buffer we
     /// hold: at start, and for each buffer a completion gave us.
     fn put(&mut self, bid: u16) {
-        if bid >= NBUF {
+        if bid >= self.n {
             return;
         }
-        let slot = usize::from(self.tail & (NBUF - 1));
+        let slot = usize::from(self.tail & (self.n - 1));
         let addr = self.pool.as_ptr() as u64 + u64::from(bid) * BUFSZ as u64;
-        // SAFETY: `slot < NBUF`, inside the entries allocation. The kernel
-        // reads only entries between its head and the published tail; since we
-        // hold `bid`, at most NBUF - 1 buffers are published, so the entry at
+        // SAFETY: `slot < n`, inside the entries allocation. The kernel reads
+        // only entries between its head and the published tail; since we hold
+        // `bid`, at most n - 1 buffers are published, so the entry at
         // the tail is not among them. Fields are written through raw pointers,
         // leaving `resv` (the tail the kernel reads, in entry 0) alone.
         unsafe {
@@ -144,7 +149,7 @@ impl BufRing {
     /// The first `len` bytes of buffer `bid`, which a completion just gave us;
     /// `None` if the kernel named a buffer or length that cannot be.
     fn get(&self, bid: u16, len: usize) -> Option<&[u8]> {
-        if bid >= NBUF || len > BUFSZ {
+        if bid >= self.n || len > BUFSZ {
             return None;
         }
         // SAFETY: the range lies inside the pool (checked above). The kernel
@@ -156,6 +161,40 @@ impl BufRing {
     }
 }
 
+/// A connection's replies: those gathering for the next Send, and those of
+/// the last Send, which go again (their unsent rest) if it came up short.
+#[derive(Default)]
+struct Outbox {
+    /// Replies waiting for the next Send.
+    out: Vec<u8>,
+    /// Replies of the last Send; the kernel reads them while it is in
+    /// flight, so nothing touches them then.
+    sending: Vec<u8>,
+    /// Bytes of `sending` the kernel took.
+    sent: usize,
+}
+
+impl Outbox {
+    /// What the next Send carries: the unsent rest of the last one, else
+    /// every reply gathered since; `None` if nothing waits.
+    fn next(&mut self) -> Option<&[u8]> {
+        if self.sent == self.sending.len() {
+            self.sending.clear();
+            self.sent = 0;
+            std::mem::swap(&mut self.sending, &mut self.out);
+        }
+        self.sending
+            .get(self.sent..)
+            .filter(|rest| !rest.is_empty())
+    }
+
+    /// Records that the last Send took `n` bytes; true if more is waiting.
+    fn took(&mut self, n: usize) -> bool {
+        self.sent = (self.sent + n).min(self.sending.len());
+        self.sent < self.sending.len() || !self.out.is_empty()
+    }
+}
+
 /// One client connection.
 struct Conn {
     sock: TcpStream,
@@ -163,12 +202,7 @@ struct Conn {
     parser: Parser,
     /// Received bytes not yet forming a whole command.
     input: Vec<u8>,
-    /// Replies waiting for the next Send.
-    out: Vec<u8>,
-    /// Replies of the Send in flight (or its unsent rest); read by the
-    /// kernel while `send_busy`, so left untouched then.
-    sending: Vec<u8>,
-    sent: usize,
+    replies: Outbox,
     recv_armed: bool,
     send_busy: bool,
     /// In the `queued` list of connections to send to.
@@ -209,18 +243,24 @@ impl Server {
     /// Sets up the ring and its buffers and arms the accept on `listener`.
     /// The error is one line, with a hint when io_uring is unavailable.
     pub fn new(listener: TcpListener) -> Result<Self, String> {
+        Self::with_buffers(listener, NBUF)
+    }
+
+    /// [`Server::new`] with `nbuf` provided buffers (a power of two); tests
+    /// use a few to run out of them.
+    pub fn with_buffers(listener: TcpListener, nbuf: u16) -> Result<Self, String> {
         let ring = IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .build(RING_ENTRIES)
             .map_err(|e| format!("io_uring_setup failed ({e}); {SETUP_HINT}"))?;
-        let bufs = BufRing::new().ok_or("cannot allocate the io_uring buffer ring")?;
-        // SAFETY: the entries are NBUF page-aligned `io_uring_buf`s that are
-        // leaked, so they stay valid as long as the ring and beyond.
+        let bufs = BufRing::new(nbuf).ok_or("cannot allocate the io_uring buffer ring")?;
+        // SAFETY: the entries are `nbuf` page-aligned `io_uring_buf`s that
+        // are leaked, so they stay valid as long as the ring and beyond.
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 bufs.entries.as_ptr() as u64,
-                NBUF,
+                nbuf,
                 BGID,
                 0,
             )
@@ -326,9 +366,7 @@ impl Server {
             gen,
             parser: Parser::new(LIMITS),
             input: Vec::new(),
-            out: Vec::new(),
-            sending: Vec::new(),
-            sent: 0,
+            replies: Outbox::default(),
             recv_armed: true,
             send_busy: false,
             queued: false,
@@ -368,7 +406,7 @@ impl Server {
                 c.recv_armed = true;
                 arm_recv(&mut self.ring, c.sock.as_raw_fd(), gen, slot)?;
             }
-            if !c.out.is_empty() && !c.queued {
+            if !c.replies.out.is_empty() && !c.queued {
                 c.queued = true;
                 self.queued.push((slot, gen));
             }
@@ -385,8 +423,7 @@ impl Server {
         if res <= 0 || c.closing {
             self.close(slot);
         } else {
-            c.sent = (c.sent + res as usize).min(c.sending.len());
-            if (c.sent < c.sending.len() || !c.out.is_empty()) && !c.queued {
+            if c.replies.took(res as usize) && !c.queued {
                 c.queued = true;
                 self.queued.push((slot, gen));
             }
@@ -405,12 +442,7 @@ impl Server {
             if c.send_busy || c.closing {
                 continue;
             }
-            if c.sent == c.sending.len() {
-                c.sending.clear();
-                c.sent = 0;
-                std::mem::swap(&mut c.sending, &mut c.out);
-            }
-            let Some(rest) = c.sending.get(c.sent..).filter(|r| !r.is_empty()) else {
+            let Some(rest) = c.replies.next() else {
                 continue;
             };
             let len = u32::try_from(rest.len()).unwrap_or(u32::MAX);
@@ -418,11 +450,12 @@ impl Server {
                 .flags(libc::MSG_NOSIGNAL)
                 .build()
                 .user_data(user_data(SEND, gen, slot as u32));
-            // SAFETY: the Send reads `len` bytes of `c.sending`'s heap buffer.
-            // With `send_busy` set nothing changes or drops `c.sending` until
-            // the completion: `feed` writes `out`, `close` only shuts the
-            // socket, the slot is freed only when `send_busy` is clear, and
-            // moving the `Conn` (as `conns` grows) moves not the heap bytes.
+            // SAFETY: the Send reads `len` bytes of the heap buffer of
+            // `c.replies.sending`. With `send_busy` set nothing changes or
+            // drops it until the completion: `feed` writes only `out`, `next`
+            // is not called, `close` only shuts the socket, the slot is freed
+            // only when `send_busy` is clear, and moving the `Conn` (as
+            // `conns` grows) does not move the heap bytes.
             unsafe { push(&mut self.ring, &entry)? };
             c.send_busy = true;
         }
@@ -472,18 +505,40 @@ fn arm_recv(ring: &mut IoUring, fd: i32, gen: u32, slot: usize) -> io::Result<()
 /// Answers what `data` completes; false if the connection must close
 /// (protocol error, or input or output past [`MAX_BUF`]).
 fn feed(c: &mut Conn, data: &[u8]) -> bool {
+    let out = &mut c.replies.out;
     if c.input.is_empty() {
-        let Some(used) = answer(&mut c.parser, data, &mut c.out) else {
+        let Some(used) = answer(&mut c.parser, data, out) else {
             return false;
         };
         c.input
             .extend_from_slice(data.get(used..).unwrap_or_default());
     } else {
         c.input.extend_from_slice(data);
-        let Some(used) = answer(&mut c.parser, &c.input, &mut c.out) else {
+        let Some(used) = answer(&mut c.parser, &c.input, out) else {
             return false;
         };
         c.input.drain(..used);
     }
-    c.input.len() < MAX_BUF && c.out.len() <= MAX_BUF
+    c.input.len() < MAX_BUF && out.len() <= MAX_BUF
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Outbox;
+
+    #[test]
+    fn outbox_sends_the_rest_of_a_short_send_first() {
+        let mut o = Outbox::default();
+        assert_eq!(o.next(), None);
+        o.out.extend_from_slice(b"+OK\r\n+PONG\r\n");
+        assert_eq!(o.next(), Some(&b"+OK\r\n+PONG\r\n"[..]));
+        // Replies gathered while the Send is in flight wait behind its rest.
+        o.out.extend_from_slice(b"+OK\r\n");
+        assert!(o.took(3));
+        assert_eq!(o.next(), Some(&b"\r\n+PONG\r\n"[..]));
+        assert!(o.took(9));
+        assert_eq!(o.next(), Some(&b"+OK\r\n"[..]));
+        assert!(!o.took(5));
+        assert_eq!(o.next(), None);
+    }
 }
