@@ -8,7 +8,8 @@
 //! - [`run`]: `kvbench run`, one server.
 //! - [`compare`]: `kvbench compare`, servers it starts itself, alternated over rounds.
 //! - [`calibrate`]: the same workload from kvbench and from redis-benchmark.
-//! - [`null_server`]: a server that does no work, so the load generator is the bottleneck.
+//! - [`null_server`]: a server that does no work, so the load generator is the bottleneck;
+//!   [`null_uring`]: the same on io_uring, to compare event models.
 //! - [`chart`]: the SVG chart of a comparison.
 //! - [`control`], [`sys`], [`progress`]: control client and server processes, /proc, progress.
 
@@ -19,6 +20,9 @@ mod compare;
 mod control;
 mod engine;
 mod null_server;
+#[cfg(test)]
+mod null_tests;
+mod null_uring;
 mod progress;
 mod run;
 mod stats;

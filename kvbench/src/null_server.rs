@@ -3,12 +3,15 @@
 //! It parses each request with kvcore's parser and answers `+PONG` to PING
 //! and `+OK` to anything else, from one thread. Against it the client is
 //! the bottleneck, so `calibrate --null-server` shows what each load
-//! generator costs per request when it runs flat out.
+//! generator costs per request when it runs flat out; and its own CPU time
+//! per request is the I/O floor of an event model. This module is the mio
+//! (epoll) loop, the default; `--io uring` runs [`crate::null_uring`], which
+//! gives the same replies.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use kvcore::resp::{Limits, Parsed, Parser};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -19,10 +22,29 @@ pub struct NullArgs {
     /// Port on 127.0.0.1.
     #[arg(long, default_value_t = 6399)]
     pub port: u16,
+    /// Event model: epoll (mio, readiness) or io_uring (completions).
+    #[arg(long, value_enum, default_value_t = Io::Epoll)]
+    pub io: Io,
 }
 
-/// Unanswered input a connection may hold before it is closed.
-const MAX_BUF: usize = 4 << 20;
+/// The event model of `null-server`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Io {
+    /// mio on epoll: one read per readable event, writable interest only while a reply is stuck.
+    Epoll,
+    /// io_uring: multishot accept, multishot recv into a provided-buffer ring, one send per
+    /// connection per loop turn.
+    Uring,
+}
+
+/// Unanswered input (or unsent output) a connection may hold before it is closed.
+pub const MAX_BUF: usize = 4 << 20;
+/// Parser limits of both variants.
+pub const LIMITS: Limits = Limits {
+    max_bulk_len: 1 << 20,
+    max_args: 1 << 16,
+    max_inline_len: 64 << 10,
+};
 const LISTENER: Token = Token(usize::MAX);
 
 struct Conn {
@@ -39,20 +61,48 @@ struct Conn {
 /// Serves until killed; returns only on a listener error.
 pub fn main(args: NullArgs) -> Result<i32, String> {
     let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
-    serve(addr).map_err(|e| format!("null-server on {addr}: {e}"))?;
+    let fail = |e: String| format!("null-server on {addr}: {e}");
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| fail(e.to_string()))?;
+    match args.io {
+        Io::Epoll => serve(listener).map_err(|e| fail(e.to_string()))?,
+        Io::Uring => {
+            let server = crate::null_uring::Server::new(listener).map_err(fail)?;
+            return Err(fail(server.run().to_string()));
+        }
+    }
     Ok(0)
 }
 
-fn serve(addr: SocketAddr) -> io::Result<()> {
+/// Appends the reply of every whole command at the start of `buf` to `out`;
+/// returns the bytes they used, or `None` on a protocol error.
+pub fn answer(parser: &mut Parser, buf: &[u8], out: &mut Vec<u8>) -> Option<usize> {
+    let mut pos = 0;
+    while let Some(rest) = buf.get(pos..) {
+        match parser.parse(rest) {
+            Ok(Parsed::Command { args, consumed }) => {
+                if let Some(name) = args.first() {
+                    if name.eq_ignore_ascii_case(b"ping") {
+                        out.extend_from_slice(b"+PONG\r\n");
+                    } else {
+                        out.extend_from_slice(b"+OK\r\n");
+                    }
+                }
+                pos += consumed;
+            }
+            Ok(Parsed::Incomplete { .. }) => break,
+            Err(_) => return None,
+        }
+    }
+    Some(pos.min(buf.len()))
+}
+
+/// The mio loop on an already bound listener; returns only on an error.
+pub fn serve(listener: std::net::TcpListener) -> io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let mut listener = TcpListener::from_std(listener);
     let mut poll = Poll::new()?;
-    let mut listener = TcpListener::bind(addr)?;
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let limits = Limits {
-        max_bulk_len: 1 << 20,
-        max_args: 1 << 16,
-        max_inline_len: 64 << 10,
-    };
     let mut conns: Vec<Option<Conn>> = Vec::new();
     let mut events = Events::with_capacity(1024);
     loop {
@@ -76,7 +126,7 @@ fn serve(addr: SocketAddr) -> io::Result<()> {
                                 .register(&mut sock, Token(i), Interest::READABLE)?;
                             conns[i] = Some(Conn {
                                 sock,
-                                parser: Parser::new(limits),
+                                parser: Parser::new(LIMITS),
                                 input: vec![0; 64 << 10],
                                 len: 0,
                                 out: Vec::with_capacity(64 << 10),
@@ -126,23 +176,8 @@ fn serve_conn(c: &mut Conn, poll: &Poll, token: Token) -> io::Result<()> {
             Err(e) => return Err(e),
         };
         c.len += got;
-        let mut pos = 0;
-        loop {
-            match c.parser.parse(&c.input[pos..c.len]) {
-                Ok(Parsed::Command { args, consumed }) => {
-                    if let Some(name) = args.first() {
-                        if name.eq_ignore_ascii_case(b"ping") {
-                            c.out.extend_from_slice(b"+PONG\r\n");
-                        } else {
-                            c.out.extend_from_slice(b"+OK\r\n");
-                        }
-                    }
-                    pos += consumed;
-                }
-                Ok(Parsed::Incomplete { .. }) => break,
-                Err(_) => return Err(io::ErrorKind::InvalidData.into()),
-            }
-        }
+        let pos = answer(&mut c.parser, &c.input[..c.len], &mut c.out)
+            .ok_or(io::ErrorKind::InvalidData)?;
         c.input.copy_within(pos..c.len, 0);
         c.len -= pos;
         if got < room {
