@@ -389,9 +389,29 @@ async fn run(
                     }
                     // The replies before it go out now: this one may take a while.
                     write_out(stream, &mut out, shard).await?;
-                    let ended = Box::pin(blocking::run(shard, session, stream, &args, &mut out));
+                    let mut sent_meanwhile = Vec::new();
+                    let limit = query_limit.saturating_sub(end - pos);
+                    let ended = Box::pin(blocking::run(
+                        shard,
+                        session,
+                        stream,
+                        &args,
+                        &mut out,
+                        &mut sent_meanwhile,
+                        limit,
+                    ));
                     if ended.await == blocking::Outcome::Gone {
                         return Ok(End::Closed);
+                    }
+                    drop(args);
+                    // What the client sent while it waited follows what was already read.
+                    if !sent_meanwhile.is_empty() {
+                        let grown = end + sent_meanwhile.len();
+                        if grown > rbuf.len() {
+                            rbuf.resize(grown, 0);
+                        }
+                        rbuf[end..grown].copy_from_slice(&sent_meanwhile);
+                        end = grown;
                     }
                 }
                 Route::Special => {

@@ -72,6 +72,9 @@ pub struct Global {
     pub moved_connections: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub blocked_clients: AtomicU64,
+    /// Blocking pops between their first look at their keys and their end (blocked or not):
+    /// while there are none, a write spanning shards need not look for waiters.
+    pub pops_in_flight: AtomicU64,
     /// Set by SIGINT, SIGTERM or SHUTDOWN.
     pub shutdown: Arc<AtomicBool>,
     /// The port actually bound (differs from the option when it was 0).
@@ -89,6 +92,7 @@ impl Global {
             total_connections: AtomicU64::new(0),
             moved_connections: AtomicU64::new(0),
             blocked_clients: AtomicU64::new(0),
+            pops_in_flight: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),
         }

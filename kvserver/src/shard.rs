@@ -15,9 +15,11 @@
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 
 use futures_channel::oneshot;
 use kvcore::commands;
@@ -27,7 +29,10 @@ use smallvec::SmallVec;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use crate::global::{ClientEntry, Global};
+use kvcore::commands::zset_api::Popped;
+use kvcore::OpError;
+
+use crate::global::{lock, ClientEntry, Global};
 use crate::locks::{LockKey, LockTable};
 
 /// A value returned by a job on another shard.
@@ -135,22 +140,76 @@ pub struct Shard {
     next_id: Cell<u64>,
     /// Spare connection buffers (see [`crate::conn`]): idle clients hold none.
     pub bufs: RefCell<BufPool>,
-    /// Clients blocked on keys of this shard (see [`crate::blocking`]), by key (any database):
-    /// a command that writes the key wakes them all, and each tries again.
-    waiters: RefCell<HashMap<Vec<u8>, Vec<Waiter>>>,
+    /// Clients blocked on keys of this shard (see [`crate::blocking`]), by key name, oldest
+    /// first. A command that writes the key serves them at once, in that order, each from its
+    /// own database.
+    waiters: RefCell<HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>>,
 }
 
-/// A blocked client's registration on a key: its id, and how to wake it.
-type Waiter = (u64, Arc<Notify>);
+/// A client blocked in a pop, registered on the shard of each of its keys.
+///
+/// Whoever settles the wait first claims it: a shard serving it members, or the client
+/// itself when it times out or hangs up. So it is served at most once, and never after it
+/// gave up.
+pub struct Waiter {
+    /// The client's id.
+    pub id: u64,
+    /// Its selected database.
+    pub db: usize,
+    /// Pop the highest scores.
+    pub max: bool,
+    /// Members to pop.
+    pub count: usize,
+    claimed: AtomicBool,
+    served: Mutex<Option<(Vec<u8>, Popped)>>,
+    /// Signalled once a shard has served it.
+    pub done: Notify,
+}
+
+impl Waiter {
+    /// A waiter for client `id` popping `count` members of database `db`.
+    pub fn new(id: u64, db: usize, max: bool, count: usize) -> Waiter {
+        Waiter {
+            id,
+            db,
+            max,
+            count,
+            claimed: AtomicBool::new(false),
+            served: Mutex::new(None),
+            done: Notify::new(),
+        }
+    }
+
+    /// Settles the wait; false if someone settled it first.
+    pub fn claim(&self) -> bool {
+        !self.claimed.swap(true, Ordering::AcqRel)
+    }
+
+    fn claimed(&self) -> bool {
+        self.claimed.load(Ordering::Acquire)
+    }
+
+    fn serve(&self, key: &[u8], popped: Popped) {
+        *lock(&self.served) = Some((key.to_vec(), popped));
+        self.done.notify_one();
+    }
+
+    /// What a shard served it: the key and the members.
+    pub fn take(&self) -> Option<(Vec<u8>, Popped)> {
+        lock(&self.served).take()
+    }
+}
 
 /// One key's turn in a blocking pop (see [`Shard::pop_or_wait`]).
 pub enum PopTry {
     /// These members were popped.
-    Popped(kvcore::commands::zset_api::Popped),
-    /// The key holds another type (only reported on the first try, as Redis does).
-    WrongType,
-    /// Nothing to pop: the client is registered to be woken when the key is written.
+    Popped(Popped),
+    /// The key holds another type (WRONGTYPE); only the first look reports it, as in Redis.
+    Failed(OpError),
+    /// Nothing to pop: the client is registered to be served when the key is written.
     Waiting,
+    /// Another shard served the client meanwhile (through a key registered earlier).
+    Settled,
 }
 
 /// Spare read and output buffers of one shard's connections.
@@ -335,65 +394,78 @@ impl Shard {
         }
     }
 
-    /// A blocking pop's turn at `key`: pops up to `count` members if the key holds a sorted
-    /// set, else registers `notify` (client `id`) to be woken when a command writes the key.
-    /// Pop and registration happen in one step of this shard, so no write can fall between.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one step of a blocking pop, all its inputs"
-    )]
-    pub fn pop_or_wait(
-        &self,
-        dbi: usize,
-        key: &[u8],
-        max: bool,
-        count: usize,
-        first: bool,
-        id: u64,
-        notify: &Arc<Notify>,
-    ) -> PopTry {
-        match self.db.borrow_mut().blocking_pop_key(dbi, key, max, count) {
-            Ok(Some(popped)) => return PopTry::Popped(popped),
-            Err(_) if first => return PopTry::WrongType,
-            // Later, a key of another type keeps the client waiting (as in Redis 7.0).
-            Ok(None) | Err(_) => {}
+    /// A blocking pop's first turn at `key`: pops for `w` if the key holds members, reports
+    /// another type, or registers `w` to be served when the key is written. One step of this
+    /// shard, so no write can fall between the look and the registration.
+    pub fn pop_or_wait(&self, key: &[u8], w: &Arc<Waiter>) -> PopTry {
+        let mut db = self.db.borrow_mut();
+        match db.holds_zset(w.db, key) {
+            Ok(false) => {
+                self.waiters
+                    .borrow_mut()
+                    .entry(key.to_vec())
+                    .or_default()
+                    .push_back(w.clone());
+                PopTry::Waiting
+            }
+            _ if !w.claim() => PopTry::Settled,
+            Ok(true) => {
+                let popped = db.blocking_pop_key(w.db, key, w.max, w.count);
+                PopTry::Popped(popped.ok().flatten().unwrap_or_default())
+            }
+            Err(e) => PopTry::Failed(e),
         }
-        self.waiters
-            .borrow_mut()
-            .entry(key.to_vec())
-            .or_default()
-            .push((id, notify.clone()));
-        PopTry::Waiting
     }
 
     /// Removes client `id`'s registration on `key`, if it is still there.
     pub fn unwait(&self, key: &[u8], id: u64) {
         let mut waiters = self.waiters.borrow_mut();
-        if let Some(list) = waiters.get_mut(key) {
-            list.retain(|(w, _)| *w != id);
-            if list.is_empty() {
+        if let Some(queue) = waiters.get_mut(key) {
+            queue.retain(|w| w.id != id);
+            if queue.is_empty() {
                 waiters.remove(key);
             }
         }
     }
 
-    /// Wakes every client blocked on `key` (each removed; it registers again if it finds
-    /// nothing).
-    pub fn wake(&self, key: &[u8]) {
-        let woken = self.waiters.borrow_mut().remove(key);
-        for (_, notify) in woken.into_iter().flatten() {
-            notify.notify_one();
+    /// Serves the clients blocked on `key` that its database can now feed, oldest first (as
+    /// Redis does right after the command that wrote it). A client whose database holds no
+    /// sorted set there keeps its place, and so does every client when the key holds
+    /// another type (Redis 7.0 keeps them blocked).
+    pub fn serve(&self, key: &[u8]) {
+        let mut waiters = self.waiters.borrow_mut();
+        let Some(queue) = waiters.get_mut(key) else {
+            return;
+        };
+        let mut db = self.db.borrow_mut();
+        let mut i = 0;
+        while let Some(w) = queue.get(i) {
+            if w.claimed() {
+                // Settled elsewhere (another key, its timeout): its withdrawal is on the way.
+                queue.remove(i);
+                continue;
+            }
+            if matches!(db.holds_zset(w.db, key), Ok(true)) && w.claim() {
+                let popped = db.blocking_pop_key(w.db, key, w.max, w.count);
+                w.serve(key, popped.ok().flatten().unwrap_or_default());
+                queue.remove(i);
+                continue;
+            }
+            i += 1;
+        }
+        if queue.is_empty() {
+            waiters.remove(key);
         }
     }
 
-    /// Wakes the clients blocked on the keys of a write command that just ran here. Costs one
+    /// Serves the clients blocked on the keys of a write command that just ran here. Costs one
     /// check when no client is blocked on this shard.
     pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
         if self.waiters.borrow().is_empty() || !spec.has(commands::flags::WRITE) {
             return;
         }
         for i in spec.key_positions(args) {
-            self.wake(args[i]);
+            self.serve(args[i]);
         }
     }
 

@@ -136,6 +136,40 @@ fn blocked_clients_get_one_member_each_and_the_rest_wait() {
 }
 
 #[test]
+fn a_write_serves_blocked_clients_oldest_first_before_the_next_command() {
+    for shards in ["1", "3"] {
+        let server = Server::start(&["--threads", shards]);
+        let mut ctl = server.raw();
+        let k = key_on(1, 6);
+        let (mut a1, mut a2) = (server.raw(), server.raw());
+        send(&mut a1, &format!("BZPOPMIN {k} 0"));
+        wait_blocked(&mut ctl, 1);
+        send(&mut a2, &format!("BZPOPMIN {k} 0"));
+        wait_blocked(&mut ctl, 2);
+        // As in Redis: the blocked clients take their members right after the ZADD, in the
+        // order they blocked, before the writer's next command runs.
+        let mut w = server.raw();
+        let mut req = cmd(&format!("ZADD {k} 1 x 2 y 3 z"));
+        req.extend(cmd(&format!("ZCARD {k}")));
+        req.extend(cmd(&format!("ZPOPMIN {k}")));
+        w.write_all(&req).unwrap();
+        let replies: Vec<String> = read_replies(&mut w, 3)
+            .into_iter()
+            .map(|r| String::from_utf8_lossy(&r).into_owned())
+            .collect();
+        assert_eq!(
+            replies,
+            [":3\r\n", ":1\r\n", "*2\r\n$1\r\nz\r\n$1\r\n3\r\n"]
+        );
+        let line =
+            |m: &str, s: &str| format!("*3\r\n${}\r\n{k}\r\n$1\r\n{m}\r\n$1\r\n{s}\r\n", k.len());
+        assert_eq!(reply(&mut a1), line("x", "1"), "{shards} shards");
+        assert_eq!(reply(&mut a2), line("y", "2"), "{shards} shards");
+        wait_blocked(&mut ctl, 0);
+    }
+}
+
+#[test]
 fn a_blocking_pop_times_out_with_a_null_reply() {
     let server = Server::start(&["--threads", "3"]);
     let mut a = server.raw();
@@ -151,6 +185,10 @@ fn a_blocking_pop_times_out_with_a_null_reply() {
             "{line} answered after {took:?}"
         );
     }
+    // Under a millisecond rounds up to one, as in Redis 7.0 (0 would wait for ever).
+    let t = Instant::now();
+    assert_eq!(call(&mut a, "BZPOPMIN nokey 0.0001"), "*-1\r\n");
+    assert!(t.elapsed() < Duration::from_secs(3));
     // RESP3 spells the null reply `_`.
     send(&mut a, "HELLO 3");
     read_replies(&mut a, 1);
@@ -262,11 +300,24 @@ fn a_client_that_hangs_up_or_is_killed_while_blocked_is_forgotten() {
     assert_eq!(call(&mut ctl, &format!("ZCARD {k}")), ":1\r\n");
     call(&mut ctl, &format!("DEL {k}"));
 
+    // A client that sent more commands while it waited, then hung up, is seen going too.
+    let mut p = server.raw();
+    send(&mut p, &format!("BZPOPMIN {k} 0"));
+    wait_blocked(&mut ctl, 1);
+    send(&mut p, "PING");
+    std::thread::sleep(Duration::from_millis(50));
+    drop(p);
+    wait_blocked(&mut ctl, 0);
+    call(&mut ctl, &format!("ZADD {k} 1 a"));
+    assert_eq!(call(&mut ctl, &format!("ZCARD {k}")), ":1\r\n");
+    call(&mut ctl, &format!("DEL {k}"));
+
     let mut b = server.raw();
     let id = call(&mut b, "CLIENT ID");
     let id = id.trim_start_matches(':').trim();
     send(&mut b, &format!("BZPOPMIN {k} 0"));
     wait_blocked(&mut ctl, 1);
+    send(&mut b, "PING");
     assert_eq!(call(&mut ctl, &format!("CLIENT KILL ID {id}")), ":1\r\n");
     wait_blocked(&mut ctl, 0);
     assert!(

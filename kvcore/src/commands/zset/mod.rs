@@ -673,22 +673,17 @@ pub struct BlockingPop<'a> {
     pub count: usize,
     /// BZMPOP's reply (key, then an array of pairs) rather than BZPOP's (key, member, score).
     pub mpop: bool,
-    /// How long the client may wait, in milliseconds; 0 waits for ever (as in Redis, so does
-    /// a timeout under one millisecond).
+    /// How long the client may wait, in milliseconds; 0 waits for ever.
     pub timeout_ms: u64,
 }
 
-/// Reads a blocking pop's arguments (`args[0]` is the command name) with Redis's checks, in
-/// its order: BZPOPMIN's and BZPOPMAX's timeout; BZMPOP's numkeys, MIN|MAX and COUNT, then its
-/// timeout. `now_ms` is the Unix time in milliseconds (a deadline past `i64::MAX` ms is out of
-/// range). The error is the message of Redis's error reply.
-pub fn parse_blocking_pop<'a>(
-    args: &[&'a [u8]],
-    now_ms: u64,
-) -> Result<BlockingPop<'a>, &'static [u8]> {
+/// Reads a blocking pop's arguments (`args[0]` is the command name) with Redis 7.0's checks,
+/// in its order: BZPOPMIN's and BZPOPMAX's timeout; BZMPOP's numkeys, MIN|MAX and COUNT, then
+/// its timeout. The error is the message of Redis's error reply.
+pub fn parse_blocking_pop<'a>(args: &[&'a [u8]]) -> Result<BlockingPop<'a>, &'static [u8]> {
     if !args[0].eq_ignore_ascii_case(b"bzmpop") {
         return Ok(BlockingPop {
-            timeout_ms: timeout_ms(args[args.len() - 1], now_ms)?,
+            timeout_ms: timeout_ms(args[args.len() - 1])?,
             keys: args[1..args.len() - 1].to_vec(),
             max: args[0].eq_ignore_ascii_case(b"bzpopmax"),
             count: 1,
@@ -715,7 +710,7 @@ pub fn parse_blocking_pop<'a>(
         }
     }
     Ok(BlockingPop {
-        timeout_ms: timeout_ms(args[1], now_ms)?,
+        timeout_ms: timeout_ms(args[1])?,
         keys: keys.to_vec(),
         max,
         count: count.unwrap_or(1),
@@ -723,33 +718,33 @@ pub fn parse_blocking_pop<'a>(
     })
 }
 
-/// A blocking command's timeout in seconds, as Redis reads it: milliseconds truncated to a
-/// 64-bit integer, 0 for ever.
-fn timeout_ms(arg: &[u8], now_ms: u64) -> Result<u64, &'static [u8]> {
+/// A blocking command's timeout in seconds, as Redis 7.0 reads it: milliseconds rounded up to
+/// a 64-bit integer (0 waits for ever; a positive fraction of a millisecond waits one).
+fn timeout_ms(arg: &[u8]) -> Result<u64, &'static [u8]> {
     let secs =
         crate::num::parse_f64(arg).ok_or(&b"ERR timeout is not a float or out of range"[..])?;
-    // Redis converts seconds * 1000 to a long long; out of its range that conversion gives
-    // LLONG_MIN on x86, which then reads as negative.
+    // Redis converts ceil(seconds * 1000) to a long long; out of its range that conversion
+    // gives LLONG_MIN on x86, which then reads as negative.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    let ms = secs * 1000.0;
+    let ms = (secs * 1000.0).ceil();
     let ms = if (-LIMIT..LIMIT).contains(&ms) {
         ms as i64
     } else {
         i64::MIN
     };
-    if ms < 0 {
-        return Err(b"ERR timeout is negative");
-    }
-    if ms > 0 && ms > i64::MAX - i64::try_from(now_ms).unwrap_or(i64::MAX) {
-        return Err(b"ERR timeout is out of range");
-    }
-    Ok(ms as u64)
+    u64::try_from(ms).map_err(|_| &b"ERR timeout is negative"[..])
 }
 
 /// The members a pop took, with their scores.
 pub type Popped = Vec<(Vec<u8>, f64)>;
 
 impl Db {
+    /// Whether `key` holds a sorted set (never empty: an emptied set is deleted), for a
+    /// blocking pop deciding whether it can be served; [`OpError::WrongType`] for another type.
+    pub fn holds_zset(&mut self, dbi: usize, key: &[u8]) -> OpResult<bool> {
+        Ok(get_z(self, dbi, key)?.is_some())
+    }
+
     /// One key's turn in a blocking pop: the members popped if `key` holds a sorted set,
     /// `Ok(None)` if it holds nothing, [`OpError::WrongType`] if it holds another type.
     pub fn blocking_pop_key(
@@ -793,7 +788,7 @@ pub fn write_blocking_pop(
 /// BZPOPMIN, BZPOPMAX and BZMPOP for a caller that cannot block: the first non-empty key's
 /// members, or the timeout's null reply at once.
 fn bzpop_any(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let pop = match parse_blocking_pop(a, c.db.now) {
+    let pop = match parse_blocking_pop(a) {
         Ok(p) => p,
         Err(m) => return c.out.error(m),
     };
