@@ -325,3 +325,73 @@ fn a_client_that_hangs_up_or_is_killed_while_blocked_is_forgotten() {
         "the killed client is disconnected"
     );
 }
+
+#[test]
+fn concurrent_producers_and_blocked_consumers_lose_and_repeat_nothing() {
+    let server = Server::start(&["--threads", "3"]);
+    let keys: Vec<String> = (0..SHARDS).map(|s| key_on(s, 7)).collect();
+    let pop = format!("BZPOPMIN {} 0.5", keys.join(" "));
+    const PRODUCERS: usize = 4;
+    const PER_PRODUCER: usize = 500;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let consumers: Vec<_> = (0..12)
+        .map(|_| {
+            let (mut s, pop, done) = (server.raw(), pop.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                loop {
+                    let r = call(&mut s, &pop);
+                    if r == "*-1\r\n" {
+                        if done.load(std::sync::atomic::Ordering::SeqCst) {
+                            return got;
+                        }
+                        continue;
+                    }
+                    // *3, $n, key, $n, member, $n, score
+                    let member = r.split("\r\n").nth(4).expect("a popped member").to_string();
+                    got.push(member);
+                }
+            })
+        })
+        .collect();
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let (mut s, keys) = (server.raw(), keys.clone());
+            std::thread::spawn(move || {
+                for i in 0..PER_PRODUCER {
+                    let k = &keys[(i * 7 + p) % keys.len()];
+                    assert_eq!(call(&mut s, &format!("ZADD {k} {i} p{p}m{i}")), ":1\r\n");
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut all: Vec<String> = consumers
+        .into_iter()
+        .flat_map(|c| c.join().unwrap())
+        .collect();
+    let popped = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), popped, "a member was popped twice");
+    let mut ctl = server.raw();
+    let left: usize = keys
+        .iter()
+        .map(|k| {
+            call(&mut ctl, &format!("ZCARD {k}"))
+                .trim_start_matches(':')
+                .trim()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(popped + left, PRODUCERS * PER_PRODUCER, "members lost");
+    assert_eq!(
+        left, 0,
+        "consumers waiting on these keys left members behind"
+    );
+    wait_blocked(&mut ctl, 0);
+}
