@@ -9,19 +9,9 @@ use crate::support::{call, cmd, read_replies, Server};
 
 const SHARDS: usize = 3;
 
-/// The shard kvserver routes `key` to among `n` (Redis Cluster slot, contiguous ranges).
-fn shard_of(key: &str, n: usize) -> usize {
-    const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
-    usize::from(CRC16.checksum(key.as_bytes()) & 0x3fff) * n / 16384
-}
-
 /// The `i`-th key of the form `b<j>` that lives on `shard` of [`SHARDS`].
 fn key_on(shard: usize, i: usize) -> String {
-    (0..)
-        .map(|j| format!("b{j}"))
-        .filter(|k| shard_of(k, SHARDS) == shard)
-        .nth(i)
-        .unwrap()
+    crate::support::key_on("b", shard, SHARDS, i)
 }
 
 /// Sends a command without waiting for its reply.

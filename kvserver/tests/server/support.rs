@@ -148,3 +148,18 @@ pub fn closed(s: &mut TcpStream) -> bool {
         }
     }
 }
+
+/// The shard kvserver routes `key` to among `n` (Redis Cluster slot, contiguous ranges).
+pub fn shard_of(key: &str, n: usize) -> usize {
+    const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+    usize::from(CRC16.checksum(key.as_bytes()) & 0x3fff) * n / 16384
+}
+
+/// The `i`-th key of the form `<prefix><j>` that lives on `shard` of `n` shards.
+pub fn key_on(prefix: &str, shard: usize, n: usize, i: usize) -> String {
+    (0..)
+        .map(|j| format!("{prefix}{j}"))
+        .filter(|k| shard_of(k, n) == shard)
+        .nth(i)
+        .unwrap()
+}
