@@ -152,6 +152,13 @@ fn run(opts: Options) -> Result<(), String> {
         rx.recv()
             .map_err(|_| "a shard failed to start".to_string())??;
     }
+    let ticker = {
+        let global = global.clone();
+        std::thread::Builder::new()
+            .name("ticker".into())
+            .spawn(move || tick(&global, &inboxes))
+            .map_err(|e| e.to_string())?
+    };
     log!(
         2,
         "kvserver {} ({} shards), Redis {} compatible",
@@ -167,8 +174,28 @@ fn run(opts: Options) -> Result<(), String> {
     for t in threads {
         let _ = t.join();
     }
+    let _ = ticker.join();
     log!(3, "kvserver is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// Sends every shard its cron tick ten times a second (active expiry, as Redis's `hz 10`), and
+/// its stop once SIGINT, SIGTERM or SHUTDOWN has set the flag.
+///
+/// The clock lives on this thread rather than in each shard's event loop: a loop with no timer
+/// pending sleeps in `epoll_wait` with no timeout, which saves arming and cancelling a kernel
+/// timer and reading the clock on every sleep (about 2% of the CPU per request at pipeline 1).
+fn tick(global: &Global, inboxes: &[UnboundedSender<Msg>]) {
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let stop = global.shutdown.load(Ordering::Relaxed);
+        for inbox in inboxes {
+            let _ = inbox.send(if stop { Msg::Stop } else { Msg::Tick });
+        }
+        if stop {
+            return;
+        }
+    }
 }
 
 /// Binds a listening socket with SO_REUSEPORT, so that every shard accepts on the same port.
@@ -210,23 +237,10 @@ async fn shard_main(
     let db = Db::with_config(global.opts.store.clone());
     let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
     shard::serve_inbox(&shard, inbox);
-    let cron = shard.clone();
-    tokio::task::spawn_local(async move {
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            cron.db.borrow_mut().cron(Duration::from_millis(5));
-        }
-    });
     loop {
         let next = tokio::select! {
             a = listener.accept() => Some(a),
-            _ = async {
-                while !global.shutdown.load(Ordering::Relaxed) {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            } => None,
+            _ = shard.stop.notified() => None,
         };
         let stream = match next {
             None => break,

@@ -20,6 +20,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use futures_channel::oneshot;
 use kvcore::commands;
@@ -63,6 +64,10 @@ pub enum Msg {
     Done { id: u64, payload: Payload },
     /// Serve this client from now on: its keys live here (see [`crate::conn`]).
     Adopt(Box<Handoff>),
+    /// Run the periodic cron (active expiry).
+    Tick,
+    /// Stop accepting clients: the server is shutting down.
+    Stop,
 }
 
 /// A client connection moving to another shard, between two of its batches.
@@ -144,6 +149,8 @@ pub struct Shard {
     /// first. A command that writes the key serves them at once, in that order, each from its
     /// own database.
     waiters: RefCell<HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>>,
+    /// Signalled by [`Msg::Stop`].
+    pub stop: Notify,
 }
 
 /// A client blocked in a pop, registered on the shard of each of its keys.
@@ -281,6 +288,7 @@ impl Shard {
             next_id: Cell::new(1),
             bufs: RefCell::new(BufPool::default()),
             waiters: RefCell::new(HashMap::new()),
+            stop: Notify::new(),
         }
     }
 
@@ -553,6 +561,10 @@ impl Shard {
                 });
             }
             Msg::Unlock { keys, exclusive } => self.locks.borrow_mut().release(&keys, exclusive),
+            Msg::Tick => {
+                self.db.borrow_mut().cron(Duration::from_millis(5));
+            }
+            Msg::Stop => self.stop.notify_one(),
             Msg::Adopt(h) => {
                 let Handoff {
                     stream,
