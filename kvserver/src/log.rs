@@ -1,5 +1,6 @@
 //! Leveled logging to stderr, Redis-style lines: `pid:role time level message`.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 static LEVEL: AtomicU8 = AtomicU8::new(2);
@@ -21,12 +22,16 @@ pub fn line(level: u8, msg: std::fmt::Arguments<'_>) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        eprintln!(
-            "{}:M {}.{:03} {mark} {msg}",
+        // One write per line (stderr is unbuffered: `eprintln!` writes each piece), and a
+        // closed or full stderr loses the line instead of panicking the shard as `eprintln!`
+        // would.
+        let text = format!(
+            "{}:M {}.{:03} {mark} {msg}\n",
             std::process::id(),
             now.as_secs(),
             now.subsec_millis()
         );
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
     }
 }
 
