@@ -354,9 +354,11 @@ async fn run(
                     }
                     if pend.active {
                         let a = pend.local.len();
-                        shard.run_spec(session, spec, &args, &mut pend.local).await;
+                        if !shard.try_run_now(session, spec, &args, &mut pend.local) {
+                            shard.run_spec(session, spec, &args, &mut pend.local).await;
+                        }
                         pend.segs.push(Seg::Local(a, pend.local.len()));
-                    } else {
+                    } else if !shard.try_run_now(session, spec, &args, &mut out) {
                         shard.run_spec(session, spec, &args, &mut out).await;
                     }
                     after_session_change(session, &args, entry);

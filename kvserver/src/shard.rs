@@ -378,6 +378,25 @@ impl Shard {
         self.run_spec(session, spec, args, out).await
     }
 
+    /// Runs a command at once, without an `await`, when no command spanning shards holds
+    /// key locks here (the common case); false when it must go through [`Shard::run_spec`].
+    pub fn try_run_now(
+        &self,
+        session: &mut Session,
+        spec: Option<&'static commands::CommandSpec>,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        if !self.locks.borrow().is_idle() {
+            return false;
+        }
+        self.db.borrow_mut().dispatch_spec(session, spec, args, out);
+        if let Some(spec) = spec {
+            self.wake_written(spec, args);
+        }
+        true
+    }
+
     /// [`Shard::run_local`] for a command already looked up (`spec` = `lookup(args[0])`).
     pub async fn run_spec(
         &self,
