@@ -390,11 +390,22 @@ impl Shard {
         if !self.locks.borrow().is_idle() {
             return false;
         }
+        self.execute(session, spec, args, out);
+        true
+    }
+
+    /// Runs a command on the store, then serves the clients blocked on the keys it wrote.
+    fn execute(
+        &self,
+        session: &mut Session,
+        spec: Option<&'static commands::CommandSpec>,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) {
         self.db.borrow_mut().dispatch_spec(session, spec, args, out);
         if let Some(spec) = spec {
             self.wake_written(spec, args);
         }
-        true
     }
 
     /// [`Shard::run_local`] for a command already looked up (`spec` = `lookup(args[0])`).
@@ -412,12 +423,9 @@ impl Shard {
                 let _ = rx.await;
             }
         }
-        self.db.borrow_mut().dispatch_spec(session, spec, args, out);
+        self.execute(session, spec, args, out);
         if let Some((keys, exclusive)) = lock {
             self.locks.borrow_mut().release(&keys, exclusive);
-        }
-        if let Some(spec) = spec {
-            self.wake_written(spec, args);
         }
     }
 
@@ -437,8 +445,8 @@ impl Shard {
             }
             _ if !w.claim() => PopTry::Settled,
             Ok(true) => {
-                let popped = db.blocking_pop_key(w.db, key, w.max, w.count);
-                PopTry::Popped(popped.ok().flatten().unwrap_or_default())
+                // The set is there (just looked, same step): the pop cannot fail.
+                PopTry::Popped(db.zpop(w.db, key, w.max, w.count).unwrap_or_default())
             }
             Err(e) => PopTry::Failed(e),
         }
@@ -473,8 +481,7 @@ impl Shard {
                 continue;
             }
             if matches!(db.holds_zset(w.db, key), Ok(true)) && w.claim() {
-                let popped = db.blocking_pop_key(w.db, key, w.max, w.count);
-                w.serve(key, popped.ok().flatten().unwrap_or_default());
+                w.serve(key, db.zpop(w.db, key, w.max, w.count).unwrap_or_default());
                 queue.remove(i);
                 continue;
             }

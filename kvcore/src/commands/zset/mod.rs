@@ -4,7 +4,7 @@
 //! - [`range`]: ZRANGE in all its forms, ZRANGESTORE, ZCOUNT/ZLEXCOUNT, ZREMRANGEBY*;
 //! - [`multi`]: ZUNION/ZINTER/ZDIFF (and *STORE), ZINTERCARD.
 //!
-//! BZPOPMIN, BZPOPMAX and BZMPOP: [`parse_blocking_pop`], [`Db::blocking_pop_key`] and
+//! BZPOPMIN, BZPOPMAX and BZMPOP: [`parse_blocking_pop`], [`Db::holds_zset`], [`Db::zpop`] and
 //! [`write_blocking_pop`] are the pieces a server blocks clients with; the handlers here serve
 //! callers that cannot block (the embedded store), which get the timeout's reply at once when
 //! every key is empty, as Redis answers inside MULTI.
@@ -745,19 +745,11 @@ impl Db {
         Ok(get_z(self, dbi, key)?.is_some())
     }
 
-    /// One key's turn in a blocking pop: the members popped if `key` holds a sorted set,
-    /// `Ok(None)` if it holds nothing, [`OpError::WrongType`] if it holds another type.
-    pub fn blocking_pop_key(
-        &mut self,
-        dbi: usize,
-        key: &[u8],
-        max: bool,
-        count: usize,
-    ) -> OpResult<Option<Popped>> {
-        if get_z(self, dbi, key)?.is_none() {
-            return Ok(None);
-        }
-        pop_in(self, dbi, key, count, max).map(Some)
+    /// Pops up to `count` members from the low end of the sorted set at `key` (the high end
+    /// when `max`), as ZPOPMIN / ZPOPMAX do; none if the key is missing, WRONGTYPE if it holds
+    /// another type.
+    pub fn zpop(&mut self, dbi: usize, key: &[u8], max: bool, count: usize) -> OpResult<Popped> {
+        pop_in(self, dbi, key, count, max)
     }
 }
 
@@ -793,10 +785,10 @@ fn bzpop_any(c: &mut Ctx<'_>, a: &[&[u8]]) {
         Err(m) => return c.out.error(m),
     };
     for k in &pop.keys {
-        match c.db.blocking_pop_key(c.session.db, k, pop.max, pop.count) {
+        match c.db.zpop(c.session.db, k, pop.max, pop.count) {
             Err(e) => return reply_err(&mut c.out, e),
-            Ok(None) => {}
-            Ok(Some(popped)) => return write_blocking_pop(&mut c.out, &pop, k, &popped),
+            Ok(popped) if popped.is_empty() => {}
+            Ok(popped) => return write_blocking_pop(&mut c.out, &pop, k, &popped),
         }
     }
     c.out.null_array();
