@@ -42,7 +42,8 @@ enum Route {
     /// Here; `true` when the command has keys (all of them here).
     Local(Option<&'static CommandSpec>, bool),
     Remote(usize),
-    Multi,
+    /// Keys on several shards.
+    Multi(&'static CommandSpec),
     Special,
     /// BZPOPMIN and the like: may wait for its keys (see [`crate::blocking`]).
     Blocking,
@@ -111,7 +112,7 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
             Route::Remote(s)
         }
     } else {
-        Route::Multi
+        Route::Multi(spec)
     }
 }
 
@@ -373,16 +374,14 @@ async fn run(
                     pend.batches[s].push(&args, session.db, session.proto);
                     pend.segs.push(Seg::Remote(s, pend.batches[s].len() - 1));
                 }
-                Route::Multi => {
+                Route::Multi(spec) => {
                     hops = 0;
                     if pend.active {
                         Box::pin(resolve(shard, &mut pend, &mut out)).await;
                     }
                     // Boxed: rare, and its state would otherwise enlarge every idle connection.
                     Box::pin(multi::run(shard, session, &args, &mut out)).await;
-                    if let Some(spec) = commands::lookup(args[0]) {
-                        Box::pin(blocking::wake_after_multi(shard, spec, &args)).await;
-                    }
+                    Box::pin(blocking::wake_after_multi(shard, spec, &args)).await;
                 }
                 Route::Blocking => {
                     hops = 0;
