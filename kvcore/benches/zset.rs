@@ -125,6 +125,29 @@ fn zrank_random_1m(bencher: divan::Bencher) {
     });
 }
 
+/// `ZRANK` of random members of a 100k-member set whose scores are all 0 (the ordering-by-
+/// member use, as in autocomplete indexes): every search ties on the score.
+#[divan::bench(sample_count = 100, sample_size = 100)]
+fn zrank_tied_100k(bencher: divan::Bencher) {
+    let mut db = Db::new();
+    let members: Vec<Vec<u8>> = (0..100_000)
+        .map(|i| format!("m:{i}").into_bytes())
+        .collect();
+    for chunk in members.chunks(10_000) {
+        let refs: Vec<(f64, &[u8])> = chunk.iter().map(|m| (0.0, &m[..])).collect();
+        db.zadd(b"bench:t", &refs).unwrap();
+    }
+    let mut s = session();
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut i = 0;
+    bencher.bench_local(|| {
+        out.clear();
+        i = (i + 241) % members.len();
+        db.dispatch(&mut s, &[b"ZRANK", b"bench:t", &members[i]], &mut out);
+        divan::black_box(&out);
+    });
+}
+
 /// `GEOADD bench:geo lon lat p:<rand>` of random points into a 1M-point set.
 #[divan::bench(sample_count = 100, sample_size = 100)]
 fn geoadd_random_1m(bencher: divan::Bencher) {

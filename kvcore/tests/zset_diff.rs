@@ -1,11 +1,14 @@
 //! Differential test: seeded random sorted-set and geo command sequences run against our `Db`
-//! and a real `redis-server` (started on a free port), replies compared byte for byte.
+//! and a real `redis-server` (on a Unix socket of its own, so the two tests running at once
+//! can never reach each other's server, as two "free" TCP ports can collide), replies compared
+//! byte for byte.
 //!
 //! `ZSET_DIFF_SEED` picks the seed (default: a fixed one), `ZSET_DIFF_STEPS` the number of
 //! commands (default 5000). A mismatch panics with the seed, the step and the command.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,7 +17,8 @@ use kvcore::{Db, Session};
 
 struct Redis {
     child: Child,
-    conn: TcpStream,
+    conn: UnixStream,
+    socket: PathBuf,
     buf: Vec<u8>,
 }
 
@@ -22,22 +26,25 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
     }
 }
 
 impl Redis {
-    fn start() -> Option<Redis> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
+    fn start(name: &str) -> Option<Redis> {
+        let socket = std::env::temp_dir().join(format!(
+            "kvcore-zset-diff-{}-{name}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&socket);
         let child = Command::new("redis-server")
             .args([
                 "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
+                "0",
+                "--unixsocket",
+                socket.to_str()?,
+                "--unixsocketperm",
+                "700",
                 "--save",
                 "",
                 "--appendonly",
@@ -49,11 +56,11 @@ impl Redis {
             .ok()?;
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            if let Ok(conn) = TcpStream::connect(("127.0.0.1", port)) {
-                conn.set_nodelay(true).ok()?;
+            if let Ok(conn) = UnixStream::connect(&socket) {
                 return Some(Redis {
                     child,
                     conn,
+                    socket,
                     buf: Vec::new(),
                 });
             }
@@ -426,7 +433,7 @@ fn random_sequences_match_redis_resp3() {
 }
 
 fn run(resp3: bool) {
-    let Some(mut redis) = Redis::start() else {
+    let Some(mut redis) = Redis::start(if resp3 { "resp3" } else { "resp2" }) else {
         panic!("redis-server could not be started (scripts/test installs it)");
     };
     let seed: u64 = std::env::var("ZSET_DIFF_SEED")

@@ -83,9 +83,14 @@ impl Big {
             .copied()
     }
 
-    fn score(&self, m: &[u8]) -> Option<f64> {
+    /// The table's reference to `m` and its score.
+    fn find_scored(&self, m: &[u8]) -> Option<(MemberRef, f64)> {
         // SAFETY: the reference comes from this set's table (see `ref_bytes`).
-        self.find(m).map(|r| unsafe { r.score() })
+        self.find(m).map(|r| (r, unsafe { r.score() }))
+    }
+
+    fn score(&self, m: &[u8]) -> Option<f64> {
+        self.find_scored(m).map(|(_, s)| s)
     }
 
     fn upsert(&mut self, m: &[u8], score: f64) -> Option<f64> {
@@ -266,8 +271,8 @@ impl ZSet {
         match self {
             ZSet::Listpack(l) => l.find(member).map(|(r, it)| (r, it.score)),
             ZSet::Big(b) => {
-                let s = b.score(member)?;
-                Some((b.tree.rank(s, member), s))
+                let (r, s) = b.find_scored(member)?;
+                Some((b.tree.rank_of(r, s, member), s))
             }
         }
     }

@@ -13,7 +13,7 @@
 //! 16 bytes each, so a search touches a handful of cache lines instead of one node per level.
 
 use super::listpack::cmp_entry;
-use super::member::Member;
+use super::member::{Member, MemberRef};
 use std::cmp::Ordering;
 
 /// Most items in a node.
@@ -102,6 +102,33 @@ fn split_vec<T>(v: &mut Vec<T>, at: usize) -> Vec<T> {
     right
 }
 
+impl Inner {
+    /// Entries under the kids left of kid `i`, given `total` under this node: summed from
+    /// whichever end is nearer, so a rank near the top (ZRANK of the highest scores) adds few
+    /// counts.
+    fn before(&self, i: usize, total: usize) -> usize {
+        if 2 * i <= self.counts.len() {
+            self.counts[..i].iter().sum()
+        } else {
+            total - self.counts[i..].iter().sum::<usize>()
+        }
+    }
+}
+
+/// Number of leading entries of `v` with a score below `s`.
+fn lower_score(v: &[Entry], s: f64) -> usize {
+    let (mut lo, mut hi) = (0, v.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if v[mid].score < s {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// Index of the child of `n` that holds (or would hold) `(score, member)`.
 fn child_for(n: &Inner, score: f64, member: &[u8]) -> usize {
     n.seps
@@ -187,19 +214,53 @@ impl Tree {
     fn rank_by_entry(&self, pred: impl Fn(&Entry) -> bool) -> usize {
         let mut node = &self.root;
         let mut rank = 0;
-        // Entries under `node`: the kids left of the path are counted from whichever end is
-        // nearer, so a rank near the top (ZRANK of the highest scores) sums few counts.
+        // Entries under `node`, for `Inner::before`.
         let mut total = self.len;
         loop {
             match node {
                 Node::Leaf(v) => return rank + v.partition_point(&pred),
                 Node::Inner(n) => {
                     let i = n.seps.partition_point(&pred);
-                    rank += if 2 * i <= n.counts.len() {
-                        n.counts[..i].iter().sum::<usize>()
-                    } else {
-                        total - n.counts[i..].iter().sum::<usize>()
+                    rank += n.before(i, total);
+                    total = n.counts[i];
+                    node = &n.kids[i];
+                }
+            }
+        }
+    }
+
+    /// The rank of the entry whose member block `r` (member `member`, score `score`) is in
+    /// the tree. The descent compares scores alone (no member block read, and half the
+    /// branches of a `(score, member)` compare) down to the first entry with `score`; `r` is
+    /// then found among the tied entries by pointer. When a tied run crosses a node boundary
+    /// it takes the full search instead.
+    pub fn rank_of(&self, r: MemberRef, score: f64, member: &[u8]) -> usize {
+        let mut node = &self.root;
+        let mut rank = 0;
+        let mut total = self.len;
+        loop {
+            match node {
+                Node::Leaf(v) => {
+                    // The entries tied with `score` follow; `r` is among them unless the run
+                    // goes on into the next leaf.
+                    let i = lower_score(v, score);
+                    return match v[i..]
+                        .iter()
+                        .take_while(|e| e.score == score)
+                        .position(|e| r.is(&e.member))
+                    {
+                        Some(k) => rank + i + k,
+                        None => self.rank(score, member),
                     };
+                }
+                Node::Inner(n) => {
+                    let i = lower_score(&n.seps, score);
+                    if n.seps.get(i).is_some_and(|e| e.score == score) {
+                        // Tied entries on both sides of a separator (all of them, in a set
+                        // ordered by member alone): only the member can tell where `r` is.
+                        return self.rank(score, member);
+                    }
+                    rank += n.before(i, total);
                     total = n.counts[i];
                     node = &n.kids[i];
                 }
@@ -425,7 +486,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Rank, select, walk and invariants against a BTreeSet under inserts and deletes.
         #[test]
-        fn matches_btreeset(ops in prop::collection::vec((any::<bool>(), -20i32..20, 0u16..400), 1..3000)) {
+        fn matches_btreeset(ops in prop::collection::vec((any::<bool>(), prop_oneof![-20i32..20, any::<i32>()], 0u16..400), 1..3000)) {
             let mut t = Tree::new();
             let mut model: BTreeSet<(i64, Vec<u8>)> = BTreeSet::new();
             for (ins, s, m) in ops {
@@ -442,6 +503,11 @@ mod tests {
             t.check();
             prop_assert_eq!(t.len(), model.len());
             let all: Vec<(i64, Vec<u8>)> = model.iter().cloned().collect();
+            // Every entry, so the fast path, ties and members first in a leaf are all covered.
+            for (r, (s, m)) in all.iter().enumerate() {
+                let e = t.select(r).unwrap();
+                prop_assert_eq!(t.rank_of(e.member.as_ref(), *s as f64, m), r);
+            }
             for (r, (s, m)) in all.iter().enumerate().step_by(7) {
                 prop_assert_eq!(t.rank(*s as f64, m), r);
                 let e = t.select(r).unwrap();
