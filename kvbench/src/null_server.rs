@@ -25,6 +25,10 @@ pub struct NullArgs {
     /// Event model: epoll (mio, readiness) or io_uring (completions).
     #[arg(long, value_enum, default_value_t = Io::Epoll)]
     pub io: Io,
+    /// Run each command on one embedded kvcore `Db` (no shards, no tasks) instead of answering
+    /// `+OK`: what kvcore's execution costs on the bare epoll loop (epoll only).
+    #[arg(long)]
+    pub execute: bool,
 }
 
 /// The event model of `null-server`.
@@ -50,6 +54,7 @@ const LISTENER: Token = Token(usize::MAX);
 struct Conn {
     sock: TcpStream,
     parser: Parser,
+    session: kvcore::Session,
     input: Vec<u8>,
     len: usize,
     out: Vec<u8>,
@@ -64,7 +69,7 @@ pub fn main(args: NullArgs) -> Result<i32, String> {
     let fail = |e: String| format!("null-server on {addr}: {e}");
     let listener = std::net::TcpListener::bind(addr).map_err(|e| fail(e.to_string()))?;
     match args.io {
-        Io::Epoll => serve(listener).map_err(|e| fail(e.to_string()))?,
+        Io::Epoll => serve(listener, args.execute).map_err(|e| fail(e.to_string()))?,
         Io::Uring => {
             let server = crate::null_uring::Server::new(listener).map_err(fail)?;
             return Err(fail(server.run().to_string()));
@@ -96,8 +101,32 @@ pub fn answer(parser: &mut Parser, buf: &[u8], out: &mut Vec<u8>) -> Option<usiz
     Some(pos.min(buf.len()))
 }
 
-/// The mio loop on an already bound listener; returns only on an error.
-pub fn serve(listener: std::net::TcpListener) -> io::Result<()> {
+/// [`answer`] with each command run on `db`.
+fn execute(
+    parser: &mut Parser,
+    db: &mut kvcore::Db,
+    session: &mut kvcore::Session,
+    buf: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    let mut pos = 0;
+    while let Some(rest) = buf.get(pos..) {
+        match parser.parse(rest) {
+            Ok(Parsed::Command { args, consumed }) => {
+                db.dispatch(session, &args, out);
+                pos += consumed;
+            }
+            Ok(Parsed::Incomplete { .. }) => break,
+            Err(_) => return None,
+        }
+    }
+    Some(pos.min(buf.len()))
+}
+
+/// The mio loop on an already bound listener; returns only on an error. With `execute`,
+/// commands run on one embedded `Db`.
+pub fn serve(listener: std::net::TcpListener, execute: bool) -> io::Result<()> {
+    let mut db = execute.then(kvcore::Db::new);
     listener.set_nonblocking(true)?;
     let mut listener = TcpListener::from_std(listener);
     let mut poll = Poll::new()?;
@@ -127,6 +156,10 @@ pub fn serve(listener: std::net::TcpListener) -> io::Result<()> {
                             conns[i] = Some(Conn {
                                 sock,
                                 parser: Parser::new(LIMITS),
+                                session: kvcore::Session {
+                                    authenticated: true,
+                                    ..kvcore::Session::default()
+                                },
                                 input: vec![0; 64 << 10],
                                 len: 0,
                                 out: Vec::with_capacity(64 << 10),
@@ -144,7 +177,7 @@ pub fn serve(listener: std::net::TcpListener) -> io::Result<()> {
             let Some(c) = conns.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
-            if serve_conn(c, &poll, Token(i)).is_err() {
+            if serve_conn(c, db.as_mut(), &poll, Token(i)).is_err() {
                 if let Some(mut c) = conns[i].take() {
                     let _ = poll.registry().deregister(&mut c.sock);
                 }
@@ -158,7 +191,12 @@ pub fn serve(listener: std::net::TcpListener) -> io::Result<()> {
 /// Like redis-server: one read per readable event unless the buffer filled
 /// (a short read emptied the socket, and the next arrival raises a new
 /// edge), and writable events watched only while a reply is stuck.
-fn serve_conn(c: &mut Conn, poll: &Poll, token: Token) -> io::Result<()> {
+fn serve_conn(
+    c: &mut Conn,
+    mut db: Option<&mut kvcore::Db>,
+    poll: &Poll,
+    token: Token,
+) -> io::Result<()> {
     loop {
         if c.len == c.input.len() {
             if c.input.len() >= MAX_BUF {
@@ -176,8 +214,12 @@ fn serve_conn(c: &mut Conn, poll: &Poll, token: Token) -> io::Result<()> {
             Err(e) => return Err(e),
         };
         c.len += got;
-        let pos = answer(&mut c.parser, &c.input[..c.len], &mut c.out)
-            .ok_or(io::ErrorKind::InvalidData)?;
+        let input = &c.input[..c.len];
+        let pos = match db.as_deref_mut() {
+            Some(db) => execute(&mut c.parser, db, &mut c.session, input, &mut c.out),
+            None => answer(&mut c.parser, input, &mut c.out),
+        }
+        .ok_or(io::ErrorKind::InvalidData)?;
         c.input.copy_within(pos..c.len, 0);
         c.len -= pos;
         if got < room {

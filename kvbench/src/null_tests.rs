@@ -14,6 +14,8 @@ enum Io {
     Uring,
     /// io_uring with two provided buffers, so recvs run out of them (ENOBUFS).
     UringTwoBuffers,
+    /// epoll with commands run on an embedded `Db` (`--execute`).
+    EpollExecute,
 }
 
 /// Starts a null server; panics (fails the test) if it cannot start, so a
@@ -26,7 +28,12 @@ fn start(io: Io) -> SocketAddr {
         let nbuf = match io {
             Io::Epoll => {
                 let _ = tx.send(Ok(()));
-                let _ = crate::null_server::serve(listener);
+                let _ = crate::null_server::serve(listener, false);
+                return;
+            }
+            Io::EpollExecute => {
+                let _ = tx.send(Ok(()));
+                let _ = crate::null_server::serve(listener, true);
                 return;
             }
             Io::Uring => 512,
@@ -95,6 +102,25 @@ fn pipelined_and_split(io: Io) {
     expect_exactly(&mut s, b"+OK\r\n");
     s.write_all(b"NG\r\n").expect("write");
     expect_exactly(&mut s, b"+PONG\r\n");
+}
+
+/// `--execute` gives kvcore's replies, state kept across connections, split commands waited for.
+#[test]
+fn execute_runs_commands_on_one_db() {
+    let addr = start(Io::EpollExecute);
+    let mut s = connect(addr);
+    s.write_all(b"*6\r\n$4\r\nZADD\r\n$1\r\nz\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n*3\r\n$5\r\nZRANK\r\n$1\r\nz\r\n$1\r\nb\r\nGET z\r\n")
+        .expect("write");
+    expect_exactly(
+        &mut s,
+        b":2\r\n:1\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    );
+    let mut t = connect(addr);
+    t.write_all(b"*3\r\n$6\r\nZSCORE\r\n$1\r\nz")
+        .expect("write");
+    thread::sleep(Duration::from_millis(20));
+    t.write_all(b"\r\n$1\r\na\r\n").expect("write");
+    expect_exactly(&mut t, b"$1\r\n1\r\n");
 }
 
 #[test]
