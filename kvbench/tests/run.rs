@@ -41,29 +41,66 @@ fn pong(port: u16) -> bool {
     s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
 }
 
-fn start(program: &Path, args: &[&str]) -> Server {
-    let port = free_port();
-    let args: Vec<String> = args
-        .iter()
-        .map(|a| a.replace("{PORT}", &port.to_string()))
-        .collect();
-    let child = Command::new(program)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-    let server = Server { child, port };
-    let t0 = Instant::now();
-    while !pong(port) {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "{} did not answer PING",
-            program.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+/// Whether the server answering on `port` is process `pid` (its `INFO server` says so): a
+/// port found free can be taken by another test's server before ours binds it.
+fn answered_by(port: u16, pid: u32) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+    if s.write_all(b"INFO server\r\n").is_err() {
+        return false;
     }
-    server
+    let want = format!("process_id:{pid}\r\n");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while let Ok(n @ 1..) = s.read(&mut chunk) {
+        got.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&got);
+        if let Some(at) = text.find("process_id:") {
+            if text[at..].contains("\r\n") {
+                return text[at..].starts_with(&want);
+            }
+        }
+    }
+    false
+}
+
+/// Starts `program` on a free port (`{PORT}` in `args`) and waits until it answers; tries
+/// another port when the server exits first or the port turns out to be another's (checked
+/// through INFO, which the null server does not have: it is only checked for exiting).
+fn start(program: &Path, args: &[&str]) -> Server {
+    let has_info = program != Path::new(KVBENCH);
+    for _ in 0..5 {
+        let port = free_port();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("{PORT}", &port.to_string()))
+            .collect();
+        let child = Command::new(program)
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        let mut server = Server { child, port };
+        let t0 = Instant::now();
+        loop {
+            if matches!(server.child.try_wait(), Ok(Some(_))) {
+                break; // most likely the port was taken meanwhile: try another
+            }
+            if pong(port) && (!has_info || answered_by(port, server.child.id())) {
+                return server;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "{} did not answer PING",
+                program.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    panic!("{} exited before answering, five times", program.display());
 }
 
 fn redis() -> Server {
