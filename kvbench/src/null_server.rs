@@ -81,39 +81,25 @@ pub fn main(args: NullArgs) -> Result<i32, String> {
 /// Appends the reply of every whole command at the start of `buf` to `out`;
 /// returns the bytes they used, or `None` on a protocol error.
 pub fn answer(parser: &mut Parser, buf: &[u8], out: &mut Vec<u8>) -> Option<usize> {
-    let mut pos = 0;
-    while let Some(rest) = buf.get(pos..) {
-        match parser.parse(rest) {
-            Ok(Parsed::Command { args, consumed }) => {
-                if let Some(name) = args.first() {
-                    if name.eq_ignore_ascii_case(b"ping") {
-                        out.extend_from_slice(b"+PONG\r\n");
-                    } else {
-                        out.extend_from_slice(b"+OK\r\n");
-                    }
-                }
-                pos += consumed;
+    each_command(parser, buf, |args| {
+        if let Some(name) = args.first() {
+            if name.eq_ignore_ascii_case(b"ping") {
+                out.extend_from_slice(b"+PONG\r\n");
+            } else {
+                out.extend_from_slice(b"+OK\r\n");
             }
-            Ok(Parsed::Incomplete { .. }) => break,
-            Err(_) => return None,
         }
-    }
-    Some(pos.min(buf.len()))
+    })
 }
 
-/// [`answer`] with each command run on `db`.
-fn execute(
-    parser: &mut Parser,
-    db: &mut kvcore::Db,
-    session: &mut kvcore::Session,
-    buf: &[u8],
-    out: &mut Vec<u8>,
-) -> Option<usize> {
+/// Calls `f` on every whole command at the start of `buf`; returns the bytes they used, or
+/// `None` on a protocol error.
+fn each_command(parser: &mut Parser, buf: &[u8], mut f: impl FnMut(&[&[u8]])) -> Option<usize> {
     let mut pos = 0;
     while let Some(rest) = buf.get(pos..) {
         match parser.parse(rest) {
             Ok(Parsed::Command { args, consumed }) => {
-                db.dispatch(session, &args, out);
+                f(&args);
                 pos += consumed;
             }
             Ok(Parsed::Incomplete { .. }) => break,
@@ -216,7 +202,9 @@ fn serve_conn(
         c.len += got;
         let input = &c.input[..c.len];
         let pos = match db.as_deref_mut() {
-            Some(db) => execute(&mut c.parser, db, &mut c.session, input, &mut c.out),
+            Some(db) => each_command(&mut c.parser, input, |args| {
+                db.dispatch(&mut c.session, args, &mut c.out)
+            }),
             None => answer(&mut c.parser, input, &mut c.out),
         }
         .ok_or(io::ErrorKind::InvalidData)?;

@@ -268,8 +268,9 @@ impl Tree {
         }
     }
 
-    /// Number of entries ordered before `(score, member)`.
-    pub fn rank(&self, score: f64, member: &[u8]) -> usize {
+    /// Number of entries ordered before `(score, member)` (the full search behind
+    /// [`Tree::rank_of`]).
+    fn rank(&self, score: f64, member: &[u8]) -> usize {
         self.rank_by_entry(|e| match e.score.partial_cmp(&score) {
             Some(Ordering::Less) => true,
             Some(Ordering::Greater) => false,
