@@ -224,6 +224,8 @@ pub fn redis_server_cmd(bin: &Path) -> Vec<String> {
         "127.0.0.1",
         "--save",
         "",
+        "--dir",
+        "/tmp",
         "--appendonly",
         "no",
     ];

@@ -113,6 +113,8 @@ fn redis() -> Server {
             "127.0.0.1",
             "--save",
             "",
+            "--dir",
+            "/tmp",
             "--appendonly",
             "no",
         ],

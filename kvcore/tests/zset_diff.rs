@@ -47,6 +47,8 @@ impl Redis {
                 "700",
                 "--save",
                 "",
+                "--dir",
+                std::env::temp_dir().to_str()?,
                 "--appendonly",
                 "no",
             ])

@@ -71,6 +71,8 @@ pub fn redis() -> Redis {
             &port.to_string(),
             "--save",
             "",
+            "--dir",
+            std::env::temp_dir().to_str().unwrap(),
             "--appendonly",
             "no",
         ])

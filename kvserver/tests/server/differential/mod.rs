@@ -56,6 +56,8 @@ impl Redis {
             let mut child = Command::new(bin)
                 .args(["--port", &port.to_string()])
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(std::env::temp_dir())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
