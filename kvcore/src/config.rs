@@ -132,6 +132,18 @@ pub struct Config {
     pub zset_max_listpack_entries: usize,
     /// `zset-max-listpack-value`.
     pub zset_max_listpack_value: usize,
+    /// `hash-max-listpack-entries`.
+    pub hash_max_listpack_entries: usize,
+    /// `hash-max-listpack-value`.
+    pub hash_max_listpack_value: usize,
+    /// `set-max-intset-entries`.
+    pub set_max_intset_entries: usize,
+    /// `set-max-listpack-entries`.
+    pub set_max_listpack_entries: usize,
+    /// `set-max-listpack-value`.
+    pub set_max_listpack_value: usize,
+    /// `list-max-listpack-size`: positive = entries per list node, -1..-5 = 4..64 KiB per node.
+    pub list_max_listpack_size: i64,
     /// `requirepass` (empty = none).
     pub requirepass: Vec<u8>,
     /// `databases`.
@@ -146,6 +158,12 @@ impl Default for Config {
             maxmemory: 0,
             zset_max_listpack_entries: 0,
             zset_max_listpack_value: 0,
+            hash_max_listpack_entries: 0,
+            hash_max_listpack_value: 0,
+            set_max_intset_entries: 0,
+            set_max_listpack_entries: 0,
+            set_max_listpack_value: 0,
+            list_max_listpack_size: 0,
             requirepass: Vec::new(),
             databases: 16,
         };
@@ -262,6 +280,15 @@ impl Config {
         self.maxmemory = num(self, "maxmemory");
         self.zset_max_listpack_entries = num(self, "zset-max-listpack-entries") as usize;
         self.zset_max_listpack_value = num(self, "zset-max-listpack-value") as usize;
+        self.hash_max_listpack_entries = num(self, "hash-max-listpack-entries") as usize;
+        self.hash_max_listpack_value = num(self, "hash-max-listpack-value") as usize;
+        self.set_max_intset_entries = num(self, "set-max-intset-entries") as usize;
+        self.set_max_listpack_entries = num(self, "set-max-listpack-entries") as usize;
+        self.set_max_listpack_value = num(self, "set-max-listpack-value") as usize;
+        self.list_max_listpack_size = self
+            .get("list-max-listpack-size")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(-2);
         self.requirepass = self
             .get("requirepass")
             .unwrap_or_default()

@@ -6,6 +6,9 @@
 //!   resizing.
 //! - [`keyspace`]: one logical database — keys, values, deadlines, lazy and active expiry.
 //! - [`value`]: stored values and their encodings (`int`, `embstr`, `raw`, `listpack` ...).
+//! - [`listpack`]: Redis's listpack byte format, the compact encoding of small hashes, sets
+//!   and list nodes.
+//! - [`hash`], [`list`], [`set`]: hashes, lists (quicklist) and sets (intset, listpack, table).
 //! - [`zset`]: sorted sets (listpack and hash table + order-statistic B+tree); [`geo`]: geohash
 //!   math for the geo commands.
 //! - [`db`]: [`Db`], the store: 16 databases, clock, config, stats, dispatch and typed API.
@@ -29,8 +32,12 @@ pub mod db;
 pub mod error;
 pub mod geo;
 pub mod glob;
+pub mod hash;
 pub mod keyspace;
+pub mod list;
+pub mod listpack;
 pub mod num;
+pub mod set;
 pub mod value;
 pub mod zset;
 

@@ -6,7 +6,10 @@
 //! [`INLINE_MAX`] bytes live inside the `Value` itself (24 bytes, as a boxed slice's pointer
 //! and length would take), so a short value costs no allocation.
 
+use crate::hash::Hash;
+use crate::list::List;
 use crate::num;
+use crate::set::Set;
 use crate::zset::ZSet;
 
 /// Longest string Redis stores with the `embstr` encoding.
@@ -68,6 +71,12 @@ pub enum Value {
     Raw(Box<Vec<u8>>),
     /// A sorted set (`listpack` or `skiplist`).
     ZSet(ZSet),
+    /// A hash (`listpack`, `listpackex` or `hashtable`).
+    Hash(Hash),
+    /// A list (`listpack` or `quicklist`).
+    List(List),
+    /// A set (`intset`, `listpack` or `hashtable`).
+    Set(Set),
 }
 
 /// The kind of value, as `TYPE` names it.
@@ -77,7 +86,22 @@ pub enum ValueType {
     String,
     /// `zset`
     ZSet,
+    /// `hash`
+    Hash,
+    /// `list`
+    List,
+    /// `set`
+    Set,
 }
+
+/// Every type, in the order `TYPE` names are matched.
+const TYPES: [ValueType; 5] = [
+    ValueType::String,
+    ValueType::ZSet,
+    ValueType::Hash,
+    ValueType::List,
+    ValueType::Set,
+];
 
 impl ValueType {
     /// The name `TYPE` replies with.
@@ -85,18 +109,17 @@ impl ValueType {
         match self {
             ValueType::String => "string",
             ValueType::ZSet => "zset",
+            ValueType::Hash => "hash",
+            ValueType::List => "list",
+            ValueType::Set => "set",
         }
     }
 
     /// Parses a `SCAN ... TYPE name` argument (case-insensitive).
     pub fn from_name(name: &[u8]) -> Option<ValueType> {
-        if name.eq_ignore_ascii_case(b"string") {
-            Some(ValueType::String)
-        } else if name.eq_ignore_ascii_case(b"zset") {
-            Some(ValueType::ZSet)
-        } else {
-            None
-        }
+        TYPES
+            .into_iter()
+            .find(|t| name.eq_ignore_ascii_case(t.name().as_bytes()))
     }
 }
 
@@ -124,6 +147,9 @@ impl Value {
         match self {
             Value::Int(_) | Value::Inline(_) | Value::Str(_) | Value::Raw(_) => ValueType::String,
             Value::ZSet(_) => ValueType::ZSet,
+            Value::Hash(_) => ValueType::Hash,
+            Value::List(_) => ValueType::List,
+            Value::Set(_) => ValueType::Set,
         }
     }
 
@@ -135,6 +161,9 @@ impl Value {
             Value::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
             Value::Str(_) | Value::Raw(_) => "raw",
             Value::ZSet(z) => z.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::List(l) => l.encoding(),
+            Value::Set(s) => s.encoding(),
         }
     }
 
@@ -146,7 +175,7 @@ impl Value {
             Value::Inline(b) => Some(b),
             Value::Str(b) => Some(b),
             Value::Raw(v) => Some(v),
-            Value::ZSet(_) => None,
+            _ => None,
         }
     }
 
@@ -157,7 +186,7 @@ impl Value {
             Value::Inline(b) => Some(b.len()),
             Value::Str(b) => Some(b.len()),
             Value::Raw(v) => Some(v.len()),
-            Value::ZSet(_) => None,
+            _ => None,
         }
     }
 
@@ -170,7 +199,7 @@ impl Value {
             Value::Inline(b) => *self = Value::Raw(Box::new(b.to_vec())),
             Value::Str(b) => *self = Value::Raw(Box::new(std::mem::take(b).into_vec())),
             Value::Raw(_) => {}
-            Value::ZSet(_) => return None,
+            _ => return None,
         }
         match self {
             Value::Raw(v) => Some(&mut **v),
@@ -185,6 +214,9 @@ impl Value {
             Value::Str(b) => b.len(),
             Value::Raw(v) => std::mem::size_of::<Vec<u8>>() + v.capacity(),
             Value::ZSet(z) => z.heap_bytes(),
+            Value::Hash(h) => h.heap_bytes(),
+            Value::List(l) => l.heap_bytes(),
+            Value::Set(s) => s.heap_bytes(),
         }
     }
 }

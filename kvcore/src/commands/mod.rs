@@ -9,9 +9,12 @@
 pub(crate) mod args;
 mod connection;
 mod geo;
+mod hash;
 pub(crate) mod keys;
 mod keyspec;
+mod list;
 mod server;
+mod set;
 mod sources;
 mod strings;
 mod zset;
@@ -181,6 +184,9 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(server::COMMANDS)
         .chain(zset::COMMANDS)
         .chain(geo::COMMANDS)
+        .chain(hash::COMMANDS)
+        .chain(list::COMMANDS)
+        .chain(set::COMMANDS)
 }
 
 struct Table {

@@ -180,7 +180,7 @@ impl Db {
                     Value::Inline(_) | Value::Str(_) | Value::Raw(_) => {
                         return Err(OpError::NotInteger)
                     }
-                    Value::ZSet(_) => return Err(OpError::WrongType),
+                    _ => return Err(OpError::WrongType),
                 };
                 let new = cur.checked_add(by).ok_or(OpError::Overflow)?;
                 *v = Value::Int(new);
@@ -327,7 +327,7 @@ fn write_value(w: &mut ReplyWriter<'_>, v: &Value) -> OpResult<()> {
         Value::Inline(b) => w.bulk(b),
         Value::Str(b) => w.bulk(b),
         Value::Raw(b) => w.bulk(b),
-        Value::ZSet(_) => return Err(OpError::WrongType),
+        _ => return Err(OpError::WrongType),
     }
     Ok(())
 }

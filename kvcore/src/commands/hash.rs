@@ -1,0 +1,5 @@
+//! The hash commands.
+
+use super::CommandSpec;
+
+pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[];
