@@ -13,6 +13,7 @@
 //!   math for the geo commands.
 //! - [`db`]: [`Db`], the store: 16 databases, clock, config, stats, dispatch and typed API.
 //! - [`commands`]: the command table, one file per family, each ending in its rows.
+//! - [`lazyfree`]: big collections are freed off the command path.
 //! - [`config`], [`clock`], [`error`], [`glob`], [`num`]: the small pieces they share.
 //!
 //! # Example
@@ -34,6 +35,7 @@ pub mod geo;
 pub mod glob;
 pub mod hash;
 pub mod keyspace;
+pub mod lazyfree;
 pub mod list;
 pub mod listpack;
 pub mod num;

@@ -233,20 +233,21 @@ impl Db {
                 let used = h.used_memory.unwrap_or_else(|| self.estimated_memory());
                 let _ = write!(
                     s,
-                    "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:{}\r\n",
+                    "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:{}\r\n",
                     human_bytes(used),
                     h.rss.unwrap_or(0),
                     self.config.maxmemory,
                     self.config.get("maxmemory-policy").unwrap_or("noeviction"),
                     if h.used_memory.is_some() { "mimalloc" } else { "libc" },
+                    crate::lazyfree::pending(),
                 );
             }
             "stats" => {
                 let expired = agg.expired;
                 let _ = write!(
                     s,
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmoved_connections:{}\r\n",
-                    h.total_connections, agg.stats.commands, agg.stats.keyspace_hits, agg.stats.keyspace_misses, h.moved_connections,
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmoved_connections:{}\r\nlazyfreed_objects:{}\r\n",
+                    h.total_connections, agg.stats.commands, agg.stats.keyspace_hits, agg.stats.keyspace_misses, h.moved_connections, crate::lazyfree::freed(),
                 );
             }
             "replication" => s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),

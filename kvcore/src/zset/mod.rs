@@ -65,6 +65,16 @@ fn ref_bytes(_set: &Big, r: MemberRef) -> &[u8] {
     unsafe { r.bytes() }
 }
 
+impl Drop for Big {
+    fn drop(&mut self) {
+        if self.map.len() > crate::lazyfree::THRESHOLD {
+            // The table only refers into the tree's members, so the two go together.
+            let parts = (std::mem::take(&mut self.map), std::mem::take(&mut self.tree));
+            crate::lazyfree::defer(parts);
+        }
+    }
+}
+
 impl Clone for Big {
     fn clone(&self) -> Self {
         let mut b = Big::default();

@@ -5,6 +5,7 @@ mod basics;
 mod blocking;
 mod differential;
 mod hostile;
+mod lazyfree;
 mod limits;
 mod multishard;
 mod support;
