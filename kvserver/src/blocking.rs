@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kvcore::commands::zset_api::{parse_blocking_pop, write_blocking_pop};
+use kvcore::commands::blocking::{self as call, write_served, write_timeout};
 use kvcore::commands::{flags, CommandSpec};
 use kvcore::resp::ReplyWriter;
 use kvcore::Session;
@@ -53,7 +53,7 @@ pub async fn run(
     input_limit: usize,
 ) -> Outcome {
     let mut w = ReplyWriter::new(out, session.proto);
-    let pop = match parse_blocking_pop(args) {
+    let pop = match call::parse(args) {
         Ok(p) => p,
         Err(message) => {
             w.error(message);
@@ -64,7 +64,7 @@ pub async fn run(
     // Counted before the first registration, so a write spanning shards that lands right
     // after it still looks for waiters (see `wake_after_multi`).
     global.pops_in_flight.fetch_add(1, Ordering::Relaxed);
-    let waiter = Arc::new(Waiter::new(session.id, session.db, pop.max, pop.count));
+    let waiter = Arc::new(Waiter::new(session.id, session.db, pop.op.clone()));
     let mut registered: Vec<(usize, Vec<u8>)> = Vec::new();
     let mut now = None;
     for key in &pop.keys {
@@ -88,7 +88,7 @@ pub async fn run(
     }
     let outcome = match now {
         Some(Ok((key, popped))) => {
-            write_blocking_pop(&mut w, &pop, &key, &popped);
+            write_served(&mut w, &pop.op, &key, &popped);
             Outcome::Answered
         }
         Some(Err(e)) => {
@@ -110,7 +110,7 @@ pub async fn run(
                 // Timed out or gone, and no shard served it first.
                 Some(outcome) if waiter.claim() => {
                     if outcome == Outcome::Answered {
-                        w.null_array();
+                        write_timeout(&mut w, &pop.op);
                     }
                     return finish(shard, registered, &waiter, outcome).await;
                 }
@@ -120,8 +120,10 @@ pub async fn run(
                     outcome
                 }
             };
-            if let Some((key, popped)) = waiter.take() {
-                write_blocking_pop(&mut w, &pop, &key, &popped);
+            match waiter.take() {
+                Some((key, Ok(popped))) => write_served(&mut w, &pop.op, &key, &popped),
+                Some((_, Err(e))) => w.error(e.message().as_bytes()),
+                None => {}
             }
             served
         }

@@ -30,7 +30,7 @@ use smallvec::SmallVec;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use kvcore::commands::zset_api::Popped;
+use kvcore::commands::blocking::{Op, Served};
 use kvcore::OpError;
 
 use crate::global::{lock, ClientEntry, Global};
@@ -163,24 +163,21 @@ pub struct Waiter {
     pub id: u64,
     /// Its selected database.
     pub db: usize,
-    /// Pop the highest scores.
-    pub max: bool,
-    /// Members to pop.
-    pub count: usize,
+    /// What it waits to do.
+    pub op: Op,
     claimed: AtomicBool,
-    served: Mutex<Option<(Vec<u8>, Popped)>>,
+    served: Mutex<Option<(Vec<u8>, Result<Served, OpError>)>>,
     /// Signalled once a shard has served it.
     pub done: Notify,
 }
 
 impl Waiter {
-    /// A waiter for client `id` popping `count` members of database `db`.
-    pub fn new(id: u64, db: usize, max: bool, count: usize) -> Waiter {
+    /// A waiter for client `id` of database `db`, waiting to do `op`.
+    pub fn new(id: u64, db: usize, op: Op) -> Waiter {
         Waiter {
             id,
             db,
-            max,
-            count,
+            op,
             claimed: AtomicBool::new(false),
             served: Mutex::new(None),
             done: Notify::new(),
@@ -196,21 +193,21 @@ impl Waiter {
         self.claimed.load(Ordering::Acquire)
     }
 
-    fn serve(&self, key: &[u8], popped: Popped) {
-        *lock(&self.served) = Some((key.to_vec(), popped));
+    fn serve(&self, key: &[u8], served: Result<Served, OpError>) {
+        *lock(&self.served) = Some((key.to_vec(), served));
         self.done.notify_one();
     }
 
-    /// What a shard served it: the key and the members.
-    pub fn take(&self) -> Option<(Vec<u8>, Popped)> {
+    /// What a shard served it: the key and what the op took (or why it failed).
+    pub fn take(&self) -> Option<(Vec<u8>, Result<Served, OpError>)> {
         lock(&self.served).take()
     }
 }
 
 /// One key's turn in a blocking pop (see [`Shard::pop_or_wait`]).
 pub enum PopTry {
-    /// These members were popped.
-    Popped(Popped),
+    /// The op ran on the key.
+    Popped(Served),
     /// The key holds another type (WRONGTYPE); only the first look reports it, as in Redis.
     Failed(OpError),
     /// Nothing to pop: the client is registered to be served when the key is written.
@@ -434,7 +431,7 @@ impl Shard {
     /// shard, so no write can fall between the look and the registration.
     pub fn pop_or_wait(&self, key: &[u8], w: &Arc<Waiter>) -> PopTry {
         let mut db = self.db.borrow_mut();
-        match db.holds_zset(w.db, key) {
+        match db.blocking_ready(w.db, key, &w.op) {
             Ok(false) => {
                 self.waiters
                     .borrow_mut()
@@ -444,10 +441,10 @@ impl Shard {
                 PopTry::Waiting
             }
             _ if !w.claim() => PopTry::Settled,
-            Ok(true) => {
-                // The set is there (just looked, same step): the pop cannot fail.
-                PopTry::Popped(db.zpop(w.db, key, w.max, w.count).unwrap_or_default())
-            }
+            Ok(true) => match db.blocking_run(w.db, key, &w.op) {
+                Ok(served) => PopTry::Popped(served),
+                Err(e) => PopTry::Failed(e),
+            },
             Err(e) => PopTry::Failed(e),
         }
     }
@@ -480,8 +477,10 @@ impl Shard {
                 queue.remove(i);
                 continue;
             }
-            if matches!(db.holds_zset(w.db, key), Ok(true)) && w.claim() {
-                w.serve(key, db.zpop(w.db, key, w.max, w.count).unwrap_or_default());
+            if matches!(db.blocking_ready(w.db, key, &w.op), Ok(true)) && w.claim() {
+                // Ready (just looked, same step); the op may still fail (a BLMOVE whose
+                // destination holds another type), and the client gets that error.
+                w.serve(key, db.blocking_run(w.db, key, &w.op));
                 queue.remove(i);
                 continue;
             }

@@ -7,6 +7,7 @@
 //! A test checks every row against Redis's own command facts (`redis-commands.tsv`).
 
 pub(crate) mod args;
+pub mod blocking;
 mod connection;
 mod geo;
 mod hash;

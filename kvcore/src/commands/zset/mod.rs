@@ -5,9 +5,8 @@
 //! - [`multi`]: ZUNION/ZINTER/ZDIFF (and *STORE), ZINTERCARD.
 //!
 //! BZPOPMIN, BZPOPMAX and BZMPOP: [`parse_blocking_pop`], [`Db::holds_zset`], [`Db::zpop`] and
-//! [`write_blocking_pop`] are the pieces a server blocks clients with; the handlers here serve
-//! callers that cannot block (the embedded store), which get the timeout's reply at once when
-//! every key is empty, as Redis answers inside MULTI.
+//! [`write_blocking_pop`] are their sorted-set pieces; [`super::blocking`] runs them, for a
+//! server that blocks clients and for callers that cannot block.
 
 pub(crate) mod multi;
 pub(crate) mod range;
@@ -777,33 +776,16 @@ pub fn write_blocking_pop(
     }
 }
 
-/// BZPOPMIN, BZPOPMAX and BZMPOP for a caller that cannot block: the first non-empty key's
-/// members, or the timeout's null reply at once.
-fn bzpop_any(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let pop = match parse_blocking_pop(a) {
-        Ok(p) => p,
-        Err(m) => return c.out.error(m),
-    };
-    for k in &pop.keys {
-        match c.db.zpop(c.session.db, k, pop.max, pop.count) {
-            Err(e) => return reply_err(&mut c.out, e),
-            Ok(popped) if popped.is_empty() => {}
-            Ok(popped) => return write_blocking_pop(&mut c.out, &pop, k, &popped),
-        }
-    }
-    c.out.null_array();
-}
-
 fn bzpopmin(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    bzpop_any(c, a);
+    super::blocking::serve_now(c, a);
 }
 
 fn bzpopmax(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    bzpop_any(c, a);
+    super::blocking::serve_now(c, a);
 }
 
 fn bzmpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    bzpop_any(c, a);
+    super::blocking::serve_now(c, a);
 }
 
 fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
