@@ -69,7 +69,10 @@ impl Drop for Big {
     fn drop(&mut self) {
         if self.map.len() > crate::lazyfree::THRESHOLD {
             // The table only refers into the tree's members, so the two go together.
-            let parts = (std::mem::take(&mut self.map), std::mem::take(&mut self.tree));
+            let parts = (
+                std::mem::take(&mut self.map),
+                std::mem::take(&mut self.tree),
+            );
             crate::lazyfree::defer(parts);
         }
     }

@@ -35,7 +35,10 @@ fn stat(c: &mut redis::Connection, field: &str) -> u64 {
 fn wait_freed(c: &mut redis::Connection, at_least: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while stat(c, "lazyfreed_objects") < at_least {
-        assert!(Instant::now() < deadline, "lazyfreed_objects never reached {at_least}");
+        assert!(
+            Instant::now() < deadline,
+            "lazyfreed_objects never reached {at_least}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
