@@ -491,6 +491,15 @@ impl Shard {
         }
     }
 
+    /// Serves the clients blocked on any key of this shard (after SWAPDB, which changes every
+    /// key at once).
+    pub fn serve_all(&self) {
+        let keys: Vec<Vec<u8>> = self.waiters.borrow().keys().cloned().collect();
+        for k in keys {
+            self.serve(&k);
+        }
+    }
+
     /// Serves the clients blocked on the keys of a write command that just ran here. Costs one
     /// check when no client is blocked on this shard.
     pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {

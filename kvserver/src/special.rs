@@ -1,5 +1,5 @@
 //! Commands that concern every shard or the whole server: KEYS, SCAN, DBSIZE, RANDOMKEY,
-//! FLUSHDB, FLUSHALL, CONFIG SET/RESETSTAT, INFO, CLIENT LIST/INFO/KILL, SHUTDOWN.
+//! FLUSHDB, FLUSHALL, SWAPDB, CONFIG SET/RESETSTAT, INFO, CLIENT LIST/INFO/KILL, SHUTDOWN.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -22,7 +22,7 @@ fn is(a: &[u8], name: &str) -> bool {
 /// Whether this command is answered here rather than by one shard's store.
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
-        "info" => true,
+        "info" | "swapdb" => true,
         "client" => {
             args.len() >= 2 && (is(args[1], "LIST") || is(args[1], "INFO") || is(args[1], "KILL"))
         }
@@ -149,6 +149,23 @@ pub async fn run(
             .await;
         }
         w.out.extend_from_slice(&local);
+    } else if is(name, "SWAPDB") {
+        // Every shard swaps its part (each checks the arguments the same way), then serves the
+        // clients blocked on its keys: what they wait for may be in the other database now.
+        let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let replies = everywhere(shard, move |sh| {
+            let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+            let mut s = Session {
+                authenticated: true,
+                ..Session::default()
+            };
+            let mut out = Vec::new();
+            sh.db.borrow_mut().dispatch(&mut s, &refs, &mut out);
+            sh.serve_all();
+            out
+        })
+        .await;
+        w.out.extend_from_slice(&replies[0]);
     } else if is(name, "RANDOMKEY") {
         let start = shard.db.borrow_mut().random() as usize % shard.n;
         for i in 0..shard.n {

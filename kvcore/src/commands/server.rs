@@ -18,6 +18,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("dbsize", 1, READONLY | FAST | ALL_KEYS, 0, 0, 0, dbsize),
     cmd!("flushdb", -1, WRITE | ALL_KEYS, 0, 0, 0, flushdb),
     cmd!("flushall", -1, WRITE | ALL_KEYS, 0, 0, 0, flushall),
+    cmd!("swapdb", 3, WRITE | FAST | ALL_KEYS, 0, 0, 0, swapdb),
     cmd!("memory", -2, MOVABLE_KEYS, 0, 0, 0, memory),
 ];
 
@@ -415,6 +416,27 @@ fn flushall(c: &mut Ctx<'_>, a: &[&[u8]]) {
     for ks in &mut c.db.dbs {
         ks.clear();
     }
+    c.out.ok();
+}
+
+/// SWAPDB index1 index2: the two databases trade their keys (an O(1) swap of the keyspaces).
+fn swapdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let index = |arg: &[u8], which: &'static [u8]| match args::int(arg) {
+        Ok(i) if i32::try_from(i).is_ok() => Ok(i),
+        _ => Err(which),
+    };
+    let (x, y) = match (
+        index(a[1], b"ERR invalid first DB index"),
+        index(a[2], b"ERR invalid second DB index"),
+    ) {
+        (Err(e), _) | (_, Err(e)) => return c.out.error(e),
+        (Ok(x), Ok(y)) => (x, y),
+    };
+    let n = c.db.dbs.len() as i64;
+    if !(0..n).contains(&x) || !(0..n).contains(&y) {
+        return c.out.error(b"ERR DB index is out of range");
+    }
+    c.db.dbs.swap(x as usize, y as usize);
     c.out.ok();
 }
 

@@ -299,3 +299,57 @@ fn a_client_moves_to_the_shard_of_its_keys() {
     assert_eq!(call(&mut watcher, "CLIENT KILL SKIPME yes"), ":1\r\n");
     assert!(crate::support::closed(&mut s));
 }
+
+#[test]
+fn swapdb_swaps_every_shard_and_wakes_blocked_clients() {
+    for threads in ["1", "3"] {
+        let server = Server::start(&["--threads", threads]);
+        let mut c = server.client();
+        for i in 0..60 {
+            let _: () = redis::cmd("SET")
+                .arg(format!("a{i}"))
+                .arg(i)
+                .query(&mut c)
+                .unwrap();
+        }
+        let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+        let _: () = redis::cmd("ZADD")
+            .arg("z")
+            .arg(1)
+            .arg("m")
+            .query(&mut c)
+            .unwrap();
+        let _: () = redis::cmd("SELECT").arg(0).query(&mut c).unwrap();
+        // A client blocked on `z` in database 0 is served once database 1's `z` moves there.
+        let mut blocked = server.raw();
+        blocked
+            .write_all(&crate::support::cmd("BZPOPMIN z 5"))
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let ok: String = redis::cmd("SWAPDB").arg(0).arg(1).query(&mut c).unwrap();
+        assert_eq!(ok, "OK");
+        let got = read_replies(&mut blocked, 1).remove(0);
+        assert_eq!(got, b"*3\r\n$1\r\nz\r\n$1\r\nm\r\n$1\r\n1\r\n", "{threads}");
+        let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        assert_eq!(n, 0, "the popped set was the only key of database 1");
+        let _: () = redis::cmd("SELECT").arg(1).query(&mut c).unwrap();
+        let n: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+        assert_eq!(n, 60, "{threads}");
+        let v: i64 = redis::cmd("GET").arg("a7").query(&mut c).unwrap();
+        assert_eq!(v, 7);
+        let mut raw = server.raw();
+        assert_eq!(
+            call(&mut raw, "SWAPDB 0 16"),
+            "-ERR DB index is out of range\r\n"
+        );
+        assert_eq!(
+            call(&mut raw, "SWAPDB x 1"),
+            "-ERR invalid first DB index\r\n"
+        );
+        assert_eq!(
+            call(&mut raw, "SWAPDB 1 1.5"),
+            "-ERR invalid second DB index\r\n"
+        );
+        assert_eq!(call(&mut raw, "SWAPDB 3 3"), "+OK\r\n");
+    }
+}
