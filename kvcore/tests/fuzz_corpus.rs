@@ -4,6 +4,7 @@
 
 mod db_model;
 mod dict_model;
+mod lp_model;
 mod parse_alloc;
 mod zset_model;
 
@@ -129,4 +130,14 @@ fn listpack_corpus_agrees_with_the_model() {
 #[test]
 fn listpack_random_inputs_agree_with_the_model() {
     random_inputs(0xd1b5_4a32_d192_ed03, 400, 800, zset_model::check_ops);
+}
+
+#[test]
+fn lp_bytes_corpus_agrees_with_the_model() {
+    replay("lp_bytes", 5, lp_model::check);
+}
+
+#[test]
+fn lp_bytes_random_inputs_agree_with_the_model() {
+    random_inputs(0x6c70_6279_7465_7321, 400, 600, lp_model::check);
 }
