@@ -1,4 +1,5 @@
-//! Blocked clients: BZPOPMIN, BZPOPMAX and BZMPOP wait for their keys.
+//! Blocked clients: BZPOPMIN, BZPOPMAX, BZMPOP, BLPOP, BRPOP, BLMPOP, BLMOVE and BRPOPLPUSH
+//! wait for their keys.
 //!
 //! A blocking pop looks at its keys in order, each on the shard that owns it, in one step of
 //! that shard: pop if the key holds members, else register the client there (so no write can
@@ -14,6 +15,12 @@
 //! sends meanwhile are read (so a hang-up is seen) and kept for after the reply, as Redis
 //! keeps them in the query buffer; commands pipelined after the pop run once it is answered.
 //!
+//! A BLMOVE whose destination lives on another shard cannot move in one step of the source's
+//! shard. It tries the move under both keys' locks ([`multi::list_move_across`]); when the
+//! source is empty it waits to be told the source holds elements (`Op::ListReady`, which takes
+//! nothing) and tries again, so the move is atomic and nothing is taken for a client that then
+//! finds the destination of the wrong type.
+//!
 //! One difference from Redis: the first look at keys on several shards is one step per
 //! shard, not one step for all, so a pop over two keys may miss a member that arrives in the
 //! first key while it looks at the second.
@@ -23,12 +30,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kvcore::commands::blocking::{self as call, write_served, write_timeout};
+use kvcore::commands::blocking::{self as call, write_served, write_timeout, Op, Served};
 use kvcore::commands::{flags, CommandSpec};
 use kvcore::resp::ReplyWriter;
-use kvcore::Session;
+use kvcore::{OpError, Session};
 use tokio::net::TcpStream;
 
+use crate::multi;
 use crate::route;
 use crate::shard::{PopTry, Shard, Waiter};
 
@@ -41,8 +49,8 @@ pub enum Outcome {
     Gone,
 }
 
-/// Runs a blocking pop for `session`, waiting as long as its timeout allows. Bytes the client
-/// sends meanwhile go to `input` (at most `input_limit`).
+/// Runs a blocking command for `session`, waiting as long as its timeout allows. Bytes the
+/// client sends meanwhile go to `input` (at most `input_limit`).
 pub async fn run(
     shard: &Rc<Shard>,
     session: &Session,
@@ -53,94 +61,149 @@ pub async fn run(
     input_limit: usize,
 ) -> Outcome {
     let mut w = ReplyWriter::new(out, session.proto);
-    let pop = match call::parse(args) {
+    let call = match call::parse(args) {
         Ok(p) => p,
         Err(message) => {
             w.error(message);
             return Outcome::Answered;
         }
     };
-    let global = &shard.global;
-    // Counted before the first registration, so a write spanning shards that lands right
-    // after it still looks for waiters (see `wake_after_multi`).
-    global.pops_in_flight.fetch_add(1, Ordering::Relaxed);
-    let waiter = Arc::new(Waiter::new(session.id, session.db, pop.op.clone()));
-    let mut registered: Vec<(usize, Vec<u8>)> = Vec::new();
-    let mut now = None;
-    for key in &pop.keys {
-        let owner = route::shard_of(key, shard.n);
-        let (k, wt) = (key.to_vec(), waiter.clone());
-        match shard
-            .call(owner, move |sh: &Shard| sh.pop_or_wait(&k, &wt))
-            .await
-        {
-            PopTry::Waiting => registered.push((owner, key.to_vec())),
-            PopTry::Settled => break,
-            PopTry::Popped(popped) => {
-                now = Some(Ok((key.to_vec(), popped)));
-                break;
-            }
-            PopTry::Failed(e) => {
-                now = Some(Err(e));
-                break;
+    let deadline = (call.timeout_ms > 0)
+        .then(|| tokio::time::Instant::now() + Duration::from_millis(call.timeout_ms));
+    let mut wait = Wait {
+        shard,
+        session,
+        stream,
+        input,
+        input_limit,
+        deadline,
+    };
+    // A move to a list on another shard cannot be done in one step of the source's shard: wait
+    // until the source holds elements, then move under both keys' locks, and wait again if
+    // another client took them first.
+    if let Op::Move {
+        from_left,
+        to_left,
+        ref dest,
+    } = call.op
+    {
+        let src = call.keys[0];
+        if route::shard_of(dest, shard.n) != route::shard_of(src, shard.n) {
+            loop {
+                match multi::list_move_across(shard, session.db, src, dest, from_left, to_left)
+                    .await
+                {
+                    Ok(Some(v)) => w.bulk(&v),
+                    Ok(None) => match wait.round(&[src], Op::ListReady).await {
+                        Round::Served(_, Ok(_)) => continue,
+                        Round::Served(_, Err(e)) => w.error(e.message().as_bytes()),
+                        Round::TimedOut => write_timeout(&mut w, &call.op),
+                        Round::Gone => return Outcome::Gone,
+                    },
+                    Err(e) => w.error(e.message().as_bytes()),
+                }
+                return Outcome::Answered;
             }
         }
     }
-    let outcome = match now {
-        Some(Ok((key, popped))) => {
-            write_served(&mut w, &pop.op, &key, &popped);
-            Outcome::Answered
-        }
-        Some(Err(e)) => {
-            w.error(e.message().as_bytes());
-            Outcome::Answered
-        }
-        None => {
-            global.blocked_clients.fetch_add(1, Ordering::Relaxed);
-            let deadline = (pop.timeout_ms > 0)
-                .then(|| tokio::time::Instant::now() + Duration::from_millis(pop.timeout_ms));
-            let gave_up = tokio::select! {
-                _ = waiter.done.notified() => None,
-                _ = until(deadline) => Some(Outcome::Answered),
-                _ = read_while_blocked(stream, input, input_limit) => Some(Outcome::Gone),
-            };
-            global.blocked_clients.fetch_sub(1, Ordering::Relaxed);
-            let served = match gave_up {
-                None => Outcome::Answered,
-                // Timed out or gone, and no shard served it first.
-                Some(outcome) if waiter.claim() => {
-                    if outcome == Outcome::Answered {
-                        write_timeout(&mut w, &pop.op);
-                    }
-                    return finish(shard, registered, &waiter, outcome).await;
-                }
-                // A shard claimed it just as it gave up: its members are on their way.
-                Some(outcome) => {
-                    waiter.done.notified().await;
-                    outcome
-                }
-            };
-            match waiter.take() {
-                Some((key, Ok(popped))) => write_served(&mut w, &pop.op, &key, &popped),
-                Some((_, Err(e))) => w.error(e.message().as_bytes()),
-                None => {}
-            }
-            served
-        }
-    };
-    finish(shard, registered, &waiter, outcome).await
+    match wait.round(&call.keys, call.op.clone()).await {
+        Round::Served(key, Ok(served)) => write_served(&mut w, &call.op, &key, &served),
+        Round::Served(_, Err(e)) => w.error(e.message().as_bytes()),
+        Round::TimedOut => write_timeout(&mut w, &call.op),
+        Round::Gone => return Outcome::Gone,
+    }
+    Outcome::Answered
 }
 
-/// Withdraws the waiter's registrations and ends its pop.
-async fn finish(
-    shard: &Shard,
-    registered: Vec<(usize, Vec<u8>)>,
-    waiter: &Waiter,
-    outcome: Outcome,
-) -> Outcome {
+/// How one round of waiting ended.
+enum Round {
+    /// A key served the op (or the op failed there): the key and the result.
+    Served(Vec<u8>, Result<Served, OpError>),
+    /// The deadline passed first.
+    TimedOut,
+    /// The client hung up (or was killed, or overflowed its query buffer).
+    Gone,
+}
+
+/// A blocked client's side of the wait.
+struct Wait<'a> {
+    shard: &'a Rc<Shard>,
+    session: &'a Session,
+    stream: &'a TcpStream,
+    input: &'a mut Vec<u8>,
+    input_limit: usize,
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Wait<'_> {
+    /// Looks at `keys` in order, each on its own shard, running `op` on the first that can
+    /// serve it, else registers on all of them and waits to be served, for the deadline or for
+    /// the client to go.
+    async fn round(&mut self, keys: &[&[u8]], op: Op) -> Round {
+        let shard = self.shard;
+        let global = &shard.global;
+        // Counted before the first registration, so a write spanning shards that lands right
+        // after it still looks for waiters (see `wake_after_multi`).
+        global.pops_in_flight.fetch_add(1, Ordering::Relaxed);
+        let waiter = Arc::new(Waiter::new(self.session.id, self.session.db, op));
+        let mut registered: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut now = None;
+        for key in keys {
+            let owner = route::shard_of(key, shard.n);
+            let (k, wt) = (key.to_vec(), waiter.clone());
+            match shard
+                .call(owner, move |sh: &Shard| sh.pop_or_wait(&k, &wt))
+                .await
+            {
+                PopTry::Waiting => registered.push((owner, key.to_vec())),
+                PopTry::Settled => break,
+                PopTry::Popped(served) => {
+                    now = Some(Round::Served(key.to_vec(), Ok(served)));
+                    break;
+                }
+                PopTry::Failed(e) => {
+                    now = Some(Round::Served(key.to_vec(), Err(e)));
+                    break;
+                }
+            }
+        }
+        let round = match now {
+            Some(round) => round,
+            None => {
+                global.blocked_clients.fetch_add(1, Ordering::Relaxed);
+                let gave_up = tokio::select! {
+                    _ = waiter.done.notified() => None,
+                    _ = until(self.deadline) => Some(Round::TimedOut),
+                    _ = read_while_blocked(self.stream, self.input, self.input_limit) => Some(Round::Gone),
+                };
+                global.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+                match gave_up {
+                    None => waiter
+                        .take()
+                        .map_or(Round::TimedOut, |(k, r)| Round::Served(k, r)),
+                    // Timed out or gone, and no shard served it first.
+                    Some(round) if waiter.claim() => round,
+                    // A shard claimed it just as it gave up: what it took is on its way.
+                    Some(round) => {
+                        waiter.done.notified().await;
+                        match (round, waiter.take()) {
+                            (Round::Gone, _) => Round::Gone,
+                            (_, Some((k, r))) => Round::Served(k, r),
+                            (round, None) => round,
+                        }
+                    }
+                }
+            }
+        };
+        finish(shard, registered, &waiter).await;
+        round
+    }
+}
+
+/// Withdraws the waiter's registrations and ends its round.
+async fn finish(shard: &Shard, registered: Vec<(usize, Vec<u8>)>, waiter: &Waiter) {
     withdraw(shard, registered, waiter.id).await;
     shard.global.pops_in_flight.fetch_sub(1, Ordering::Relaxed);
-    outcome
 }
 
 /// Removes client `id`'s registrations (those a wake-up has not already removed).

@@ -13,7 +13,7 @@ use futures_util::future::join_all;
 use kvcore::commands::{self, flags, CommandSpec};
 use kvcore::resp::ReplyWriter;
 use kvcore::value::Value;
-use kvcore::{Session, SetOptions};
+use kvcore::{OpError, Session, SetOptions};
 
 use crate::locks::LockKey;
 use crate::route;
@@ -175,7 +175,31 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
         | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard" => {
             with_sources(shard, session, spec, args, w.out).await
         }
-        "zmpop" => zmpop(shard, session, spec, args, w.out).await,
+        "zmpop" | "lmpop" => mpop(shard, session, spec, args, w.out).await,
+        "lmove" | "rpoplpush" => {
+            let side = |a: &[u8]| {
+                if a.eq_ignore_ascii_case(b"LEFT") {
+                    Some(true)
+                } else if a.eq_ignore_ascii_case(b"RIGHT") {
+                    Some(false)
+                } else {
+                    None
+                }
+            };
+            let (from, to) = if spec.name == "rpoplpush" {
+                (Some(false), Some(true))
+            } else {
+                (side(args[3]), side(args[4]))
+            };
+            let (Some(from), Some(to)) = (from, to) else {
+                return w.error(b"ERR syntax error");
+            };
+            match list_move_across(shard, db, args[1], args[2], from, to).await {
+                Ok(Some(v)) => w.bulk(&v),
+                Ok(None) => w.null(),
+                Err(e) => w.error(e.message().as_bytes()),
+            }
+        }
         _ => w.error(b"CROSSSLOT Keys in request don't hash to the same slot"),
     }
 }
@@ -346,10 +370,96 @@ async fn with_sources(
     out.extend_from_slice(&reply);
 }
 
-/// ZMPOP over keys of several shards: with every key locked, pops from the first key (in
-/// argument order) that holds members, as Redis does, by running the one-key form on the
-/// shard owning each key in turn until one answers with members (or an error).
-async fn zmpop(
+/// LMOVE (RPOPLPUSH, a served BLMOVE) from `src` to `dst`, wherever they live, atomic as seen
+/// by other clients: both keys locked, the source looked at first (missing: `None`, whatever
+/// the destination holds, as Redis answers), then the destination's type (a wrong type moves
+/// nothing), then the pop and the push, and the destination's waiters served.
+pub async fn list_move_across(
+    shard: &Shard,
+    db: usize,
+    src: &[u8],
+    dst: &[u8],
+    from_left: bool,
+    to_left: bool,
+) -> Result<Option<Vec<u8>>, OpError> {
+    let n = shard.n;
+    let (src, dst) = (src.to_vec(), dst.to_vec());
+    let (ss, ds) = (route::shard_of(&src, n), route::shard_of(&dst, n));
+    if ss == ds {
+        // One shard: one step of it is atomic already.
+        return shard
+            .call(ss, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                let r = d.list_move(db, &src, &dst, from_left, to_left);
+                drop(d);
+                sh.serve(&dst);
+                r
+            })
+            .await;
+    }
+    let on = |s: usize, k: &Vec<u8>| (s, vec![(db, k.clone())]);
+    let order = if ss <= ds {
+        [on(ss, &src), on(ds, &dst)]
+    } else {
+        [on(ds, &dst), on(ss, &src)]
+    };
+    for (s, keys) in &order {
+        shard.lock(*s, keys.clone(), true).await;
+    }
+    let moved = async {
+        let k = src.clone();
+        let has = shard
+            .call(ss, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                d.holds_list(db, &k)
+            })
+            .await?;
+        if !has {
+            return Ok(None);
+        }
+        let k = dst.clone();
+        shard
+            .call(ds, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                d.holds_list(db, &k)
+            })
+            .await?;
+        let k = src.clone();
+        let v = shard
+            .call(ss, move |sh: &Shard| {
+                sh.db.borrow_mut().list_pop(db, &k, from_left, 1)
+            })
+            .await?;
+        let Some(v) = v.into_iter().next() else {
+            return Ok(None);
+        };
+        let (k, pushed) = (dst.clone(), v.clone());
+        shard
+            .call(ds, move |sh: &Shard| {
+                let r = sh
+                    .db
+                    .borrow_mut()
+                    .list_push(db, &k, &[&pushed], to_left, false);
+                sh.serve(&k);
+                r
+            })
+            .await?;
+        Ok(Some(v))
+    }
+    .await;
+    for (s, keys) in order {
+        shard.unlock(s, keys, true).await;
+    }
+    moved
+}
+
+/// ZMPOP and LMPOP over keys of several shards: with every key locked, pops from the first
+/// key (in argument order) that holds elements, as Redis does, by running the one-key form on
+/// the shard owning each key in turn until one answers with elements (or an error).
+async fn mpop(
     shard: &Rc<Shard>,
     session: &Session,
     spec: &'static CommandSpec,

@@ -153,6 +153,9 @@ pub struct Shard {
     pub stop: Notify,
 }
 
+/// The key that served a waiter and what its op took there (or why it failed).
+pub type ServedFrom = (Vec<u8>, Result<Served, OpError>);
+
 /// A client blocked in a pop, registered on the shard of each of its keys.
 ///
 /// Whoever settles the wait first claims it: a shard serving it members, or the client
@@ -166,7 +169,7 @@ pub struct Waiter {
     /// What it waits to do.
     pub op: Op,
     claimed: AtomicBool,
-    served: Mutex<Option<(Vec<u8>, Result<Served, OpError>)>>,
+    served: Mutex<Option<ServedFrom>>,
     /// Signalled once a shard has served it.
     pub done: Notify,
 }
@@ -199,7 +202,7 @@ impl Waiter {
     }
 
     /// What a shard served it: the key and what the op took (or why it failed).
-    pub fn take(&self) -> Option<(Vec<u8>, Result<Served, OpError>)> {
+    pub fn take(&self) -> Option<ServedFrom> {
         lock(&self.served).take()
     }
 }

@@ -12,3 +12,36 @@ pub fn int(a: &[u8]) -> Result<i64, OpError> {
 pub fn is(a: &[u8], opt: &str) -> bool {
     a.eq_ignore_ascii_case(opt.as_bytes())
 }
+
+/// `numkeys` at `a[at]` and that many keys after it (ZMPOP, LMPOP ...); the keys and the index
+/// after them. Errors are Redis's lines: a count below 1, or fewer arguments than it says.
+pub fn numkeys<'a, 'b>(
+    a: &'a [&'b [u8]],
+    at: usize,
+) -> Result<(&'a [&'b [u8]], usize), &'static [u8]> {
+    let n = match int(a[at]) {
+        Ok(n) if n > 0 => n as usize,
+        _ => return Err(b"ERR numkeys should be greater than 0"),
+    };
+    if n >= a.len() - at - 1 {
+        return Err(OpError::Syntax.message().as_bytes());
+    }
+    Ok((&a[at + 1..at + 1 + n], at + 1 + n))
+}
+
+/// A blocking command's timeout in seconds, as Redis 7.0 reads it: milliseconds rounded up to
+/// a 64-bit integer (0 waits for ever; a positive fraction of a millisecond waits one).
+pub fn timeout_ms(arg: &[u8]) -> Result<u64, &'static [u8]> {
+    let secs =
+        crate::num::parse_f64(arg).ok_or(&b"ERR timeout is not a float or out of range"[..])?;
+    // Redis converts ceil(seconds * 1000) to a long long; out of its range that conversion
+    // gives LLONG_MIN on x86, which then reads as negative.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let ms = (secs * 1000.0).ceil();
+    let ms = if (-LIMIT..LIMIT).contains(&ms) {
+        ms as i64
+    } else {
+        i64::MIN
+    };
+    u64::try_from(ms).map_err(|_| &b"ERR timeout is negative"[..])
+}

@@ -1,4 +1,5 @@
-//! Blocking commands, as a server runs them and as the embedded store answers them.
+//! Blocking commands (BZPOPMIN, BZPOPMAX, BZMPOP, BLPOP, BRPOP, BLMPOP, BLMOVE, BRPOPLPUSH),
+//! as a server runs them and as the embedded store answers them.
 //!
 //! [`parse`] reads a call into its keys, its timeout and the [`Op`] it waits to do. A server
 //! then looks at each key in turn on the shard that owns it: [`Db::blocking_ready`] tells
@@ -10,9 +11,10 @@
 //! A caller that cannot block (the embedded store, a transaction) gets [`serve_now`]: the
 //! first key that can serve, or the timeout's reply at once, as Redis answers inside MULTI.
 
+use super::list::{parse_mpop, write_mpop};
 use super::strings::reply_err;
 use super::zset_api::{parse_blocking_pop, write_blocking_pop, BlockingPop, Popped};
-use super::Ctx;
+use super::{args, Ctx};
 use crate::error::OpResult;
 use crate::resp::ReplyWriter;
 use crate::Db;
@@ -29,6 +31,28 @@ pub enum Op {
         /// BZMPOP's reply shape.
         mpop: bool,
     },
+    /// BLPOP, BRPOP, BLMPOP: pop `count` elements from one end of a list.
+    Pop {
+        /// The head (BLPOP, BLMPOP LEFT).
+        left: bool,
+        /// Elements to pop.
+        count: usize,
+        /// BLMPOP's reply shape.
+        mpop: bool,
+    },
+    /// BLMOVE, BRPOPLPUSH: move one element from one end of the list to an end of `dest`.
+    Move {
+        /// Pop from the head.
+        from_left: bool,
+        /// Push onto the head of `dest`.
+        to_left: bool,
+        /// The destination key.
+        dest: Vec<u8>,
+    },
+    /// Take nothing: served as soon as the key holds a list. For a server that must run the
+    /// real op elsewhere (a BLMOVE whose destination lives on another shard): it waits with
+    /// this, then tries the move again under its own locks.
+    ListReady,
 }
 
 /// A parsed blocking call.
@@ -47,11 +71,66 @@ pub struct Call<'a> {
 pub enum Served {
     /// Sorted-set members with their scores.
     Z(Popped),
+    /// List elements popped.
+    List(Vec<Vec<u8>>),
+    /// The element a move took.
+    Moved(Vec<u8>),
 }
 
 /// Reads a blocking call (`args[0]` is the command name) with Redis's checks in its order;
 /// the error is the message of Redis's error reply.
-pub fn parse<'a>(args: &[&'a [u8]]) -> Result<Call<'a>, &'static [u8]> {
+pub fn parse<'a>(a: &[&'a [u8]]) -> Result<Call<'a>, &'static [u8]> {
+    let name = a[0];
+    let is = |n: &str| args::is(name, n);
+    let side = |w: &[u8]| {
+        if args::is(w, "LEFT") {
+            Ok(true)
+        } else if args::is(w, "RIGHT") {
+            Ok(false)
+        } else {
+            Err(crate::error::OpError::Syntax.message().as_bytes())
+        }
+    };
+    if is("BLPOP") || is("BRPOP") {
+        return Ok(Call {
+            timeout_ms: args::timeout_ms(a[a.len() - 1])?,
+            keys: a[1..a.len() - 1].to_vec(),
+            op: Op::Pop {
+                left: is("BLPOP"),
+                count: 1,
+                mpop: false,
+            },
+        });
+    }
+    if is("BLMPOP") {
+        let (keys, left, count) = parse_mpop(a, 2)?;
+        return Ok(Call {
+            timeout_ms: args::timeout_ms(a[1])?,
+            keys: keys.to_vec(),
+            op: Op::Pop {
+                left,
+                count,
+                mpop: true,
+            },
+        });
+    }
+    if is("BLMOVE") || is("BRPOPLPUSH") {
+        let (from_left, to_left, t) = if is("BLMOVE") {
+            (side(a[3])?, side(a[4])?, a[5])
+        } else {
+            (false, true, a[3])
+        };
+        return Ok(Call {
+            timeout_ms: args::timeout_ms(t)?,
+            keys: vec![a[1]],
+            op: Op::Move {
+                from_left,
+                to_left,
+                dest: a[2].to_vec(),
+            },
+        });
+    }
+    let args = a;
     let BlockingPop {
         keys,
         max,
@@ -72,6 +151,7 @@ impl Db {
     pub fn blocking_ready(&mut self, dbi: usize, key: &[u8], op: &Op) -> OpResult<bool> {
         match op {
             Op::ZPop { .. } => self.holds_zset(dbi, key),
+            Op::Pop { .. } | Op::Move { .. } | Op::ListReady => self.holds_list(dbi, key),
         }
     }
 
@@ -79,6 +159,15 @@ impl Db {
     pub fn blocking_run(&mut self, dbi: usize, key: &[u8], op: &Op) -> OpResult<Served> {
         match *op {
             Op::ZPop { max, count, .. } => self.zpop(dbi, key, max, count).map(Served::Z),
+            Op::Pop { left, count, .. } => self.list_pop(dbi, key, left, count).map(Served::List),
+            Op::Move {
+                from_left,
+                to_left,
+                ref dest,
+            } => self
+                .list_move(dbi, key, dest, from_left, to_left)
+                .map(|v| Served::Moved(v.unwrap_or_default())),
+            Op::ListReady => Ok(Served::List(Vec::new())),
         }
     }
 }
@@ -96,14 +185,24 @@ pub fn write_served(w: &mut ReplyWriter<'_>, op: &Op, key: &[u8], served: &Serve
             };
             write_blocking_pop(w, &pop, key, popped);
         }
+        (&Op::Pop { mpop: true, .. }, Served::List(items)) => write_mpop(w, key, items),
+        (Op::Pop { .. }, Served::List(items)) => {
+            w.array_len(2);
+            w.bulk(key);
+            if let Some(v) = items.first() {
+                w.bulk(v);
+            }
+        }
+        (_, Served::Moved(v)) => w.bulk(v),
+        // An op is only ever served what it asks for.
+        _ => w.null(),
     }
 }
 
-/// Writes the reply of a call whose time ran out.
-pub fn write_timeout(w: &mut ReplyWriter<'_>, op: &Op) {
-    match op {
-        Op::ZPop { .. } => w.null_array(),
-    }
+/// Writes the reply of a call whose time ran out: the null array, for every op (BLMOVE too,
+/// as Redis's `replyToBlockedClientTimedOut` answers).
+pub fn write_timeout(w: &mut ReplyWriter<'_>, _op: &Op) {
+    w.null_array();
 }
 
 /// Answers a blocking call without blocking: served by the first key that can, else the
@@ -126,5 +225,10 @@ pub(crate) fn serve_now(c: &mut Ctx<'_>, a: &[&[u8]]) {
             }
         }
     }
-    write_timeout(&mut c.out, &call.op);
+    // Without blocking, BLMOVE answers the null bulk (Redis's `blmoveGenericCommand` under
+    // CLIENT_DENY_BLOCKING), the pops the null array.
+    match call.op {
+        Op::Move { .. } | Op::ListReady => c.out.null(),
+        _ => write_timeout(&mut c.out, &call.op),
+    }
 }

@@ -57,8 +57,8 @@ impl CommandSpec {
                 v.extend(numkeys(args, 2));
                 v
             }
-            "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" => numkeys(args, 1),
-            "bzmpop" => numkeys(args, 2),
+            "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" => numkeys(args, 1),
+            "bzmpop" | "blmpop" => numkeys(args, 2),
             "georadius" | "georadiusbymember" => {
                 let mut v = KeyIndices::new();
                 if args.len() > 1 {

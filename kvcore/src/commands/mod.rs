@@ -436,6 +436,10 @@ mod tests {
                 // The facts give the first key spec only; these commands have a second one (the
                 // destination or source), which our legacy range covers too.
                 let two_specs = [
+                    "lmove",
+                    "rpoplpush",
+                    "blmove",
+                    "brpoplpush",
                     "rename",
                     "renamenx",
                     "copy",

@@ -1,12 +1,101 @@
-//! Lists: a listpack while small, then a quicklist (a deque of listpack nodes).
+//! Lists: one listpack while small, then a quicklist (a deque of listpack nodes).
 //!
-//! (Skeleton: the lists work fills this in.)
+//! # Encodings (Redis 7.2+)
+//!
+//! - **listpack**: the whole list in one [`Listpack`], while it stays within the node limit of
+//!   `list-max-listpack-size` ([`Limits`]): a positive value caps the entries (and 8 KiB of
+//!   bytes as a safety limit), -1..-5 cap the bytes at 4, 8, 16, 32 or 64 KiB (-2, 8 KiB, by
+//!   default).
+//! - **quicklist** ([`QuickList`]): a `VecDeque` of listpack nodes, each within the same limit,
+//!   so a push or pop at either end touches one small node: O(1) plus a node-sized move. An
+//!   element too large for any node (a "plain" node in Redis) gets a node of its own.
+//!
+//! A push that would take the listpack past the limit converts it first; a list that shrinks
+//! to one node of at most half the limit converts back (Redis's `listTypeTryConvertQuicklist`
+//! with `shrinking`), so a list at the limit does not flip back and forth.
+//!
+//! Index and value operations walk the nodes from the nearer end, then one node. Removals in
+//! the middle leave their node in place (an emptied node is dropped); an insert into a full
+//! node splits it.
 
 use std::collections::VecDeque;
 
-use crate::listpack::Listpack;
+use crate::listpack::{Entry, Listpack};
 
-/// A list in either encoding. Must stay at most 16 bytes (a `Value` is 24).
+/// Node byte limits of `list-max-listpack-size` -1..-5.
+const NEG_FILL_BYTES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
+/// Byte limit of a node whose limit is an entry count.
+const SIZE_SAFETY_LIMIT: usize = 8192;
+/// Bytes one more entry is assumed to add beyond its data (an overestimate, as Redis's).
+const ENTRY_OVERHEAD: usize = 8;
+
+/// The node limit, from `list-max-listpack-size`.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `list-max-listpack-size`.
+    pub fill: i64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { fill: -2 }
+    }
+}
+
+impl Limits {
+    /// `(bytes, entries)` a node may hold.
+    fn caps(self) -> (usize, usize) {
+        if self.fill >= 0 {
+            (usize::MAX, (self.fill as usize).max(1))
+        } else {
+            let i = ((-(self.fill + 1)) as usize).min(NEG_FILL_BYTES.len() - 1);
+            (NEG_FILL_BYTES[i], usize::MAX)
+        }
+    }
+
+    /// Whether a node of `bytes` bytes and `count` entries is over the limit.
+    fn exceeds(self, bytes: usize, count: usize) -> bool {
+        match self.caps() {
+            (usize::MAX, max_count) => bytes > SIZE_SAFETY_LIMIT || count > max_count,
+            (max_bytes, _) => bytes > max_bytes,
+        }
+    }
+
+    /// Whether an element of `len` bytes is too large to share a node.
+    fn is_large(self, len: usize) -> bool {
+        match self.caps() {
+            (usize::MAX, _) => len > SIZE_SAFETY_LIMIT,
+            (max_bytes, _) => len > max_bytes,
+        }
+    }
+
+    /// Whether `node` may take one more element of `len` bytes.
+    fn allows(self, node: &Listpack, len: usize) -> bool {
+        !self.is_large(len)
+            && !is_plain(self, node)
+            && !self.exceeds(node.heap_bytes() + len + ENTRY_OVERHEAD, node.len() + 1)
+    }
+
+    /// Whether one listpack of `bytes` and `count` entries may stay the whole list when
+    /// `shrinking` (half the limit) or growing (the limit).
+    fn fits_one(self, bytes: usize, count: usize, shrinking: bool) -> bool {
+        let half = |x: usize| if shrinking { x / 2 } else { x };
+        match self.caps() {
+            (usize::MAX, c) => count <= half(c),
+            (b, _) => bytes <= half(b),
+        }
+    }
+}
+
+/// Whether `node` is a lone large element (Redis's plain node), which takes no neighbours.
+fn is_plain(limits: Limits, node: &Listpack) -> bool {
+    node.len() == 1
+        && node
+            .first()
+            .is_some_and(|p| limits.is_large(node.get(p).str_len()))
+}
+
+/// A list in either encoding. At most 16 bytes, so a `Value` stays 24.
 #[derive(Clone, Debug, PartialEq)]
 pub enum List {
     /// Small: one listpack (`OBJECT ENCODING` says `listpack`).
@@ -15,14 +104,38 @@ pub enum List {
     Quick(Box<QuickList>),
 }
 
-/// A deque of listpack nodes.
+/// A deque of listpack nodes, none empty.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct QuickList {
     nodes: VecDeque<Listpack>,
     len: usize,
 }
 
+impl Default for List {
+    fn default() -> Self {
+        List::Pack(Listpack::new())
+    }
+}
+
+impl Drop for QuickList {
+    fn drop(&mut self) {
+        // One free per node: only many nodes are worth a hand-off.
+        if self.nodes.len() > crate::lazyfree::THRESHOLD {
+            crate::lazyfree::defer(std::mem::take(&mut self.nodes));
+        }
+    }
+}
+
 impl List {
+    /// A list of `items`, in order, in the encoding their size calls for.
+    pub fn from_items(limits: Limits, items: &[Vec<u8>]) -> List {
+        let mut l = List::default();
+        for it in items {
+            l.push(limits, &[it], false);
+        }
+        l
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         match self {
@@ -55,4 +168,494 @@ impl List {
             }
         }
     }
+
+    /// The nodes, head first.
+    fn nodes(&self) -> impl DoubleEndedIterator<Item = &Listpack> + '_ {
+        let (one, many) = match self {
+            List::Pack(lp) => (Some(lp), None),
+            List::Quick(q) => (None, Some(q.nodes.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    /// The elements from the head (double-ended).
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Entry<'_>> + '_ {
+        self.nodes().flat_map(|n| n.iter())
+    }
+
+    /// Every element, owned, head first.
+    pub fn to_vec(&self) -> Vec<Vec<u8>> {
+        self.iter().map(|e| e.to_vec()).collect()
+    }
+
+    /// The quicklist, converting a listpack into a one-node quicklist first.
+    fn quick(&mut self) -> &mut QuickList {
+        if let List::Pack(lp) = self {
+            let lp = std::mem::take(lp);
+            let len = lp.len();
+            let mut nodes = VecDeque::new();
+            if len > 0 {
+                nodes.push_back(lp);
+            }
+            *self = List::Quick(Box::new(QuickList { nodes, len }));
+        }
+        match self {
+            List::Quick(q) => q,
+            List::Pack(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// Converts a quicklist of one small node back to a listpack (`shrinking`: at most half
+    /// the limit, after removals; else the limit).
+    fn settle(&mut self, limits: Limits, shrinking: bool) {
+        if let List::Quick(q) = self {
+            if q.nodes.len() > 1 {
+                return;
+            }
+            let fits = q
+                .nodes
+                .front()
+                .is_none_or(|n| limits.fits_one(n.heap_bytes(), n.len(), shrinking));
+            if fits {
+                let lp = q.nodes.pop_front().unwrap_or_default();
+                *self = List::Pack(lp);
+            }
+        }
+    }
+
+    /// Pushes `items` one by one at the head (`front`) or the tail, as LPUSH and RPUSH do.
+    pub fn push(&mut self, limits: Limits, items: &[&[u8]], front: bool) {
+        if let List::Pack(lp) = self {
+            let add: usize = items.iter().map(|i| i.len()).sum();
+            if !limits.exceeds(lp.heap_bytes() + add, lp.len() + items.len()) {
+                for it in items {
+                    if front {
+                        lp.push_front(it);
+                    } else {
+                        lp.push_back(it);
+                    }
+                }
+                return;
+            }
+        }
+        let q = self.quick();
+        for it in items {
+            q.push(limits, it, front);
+        }
+    }
+
+    /// Pops up to `count` elements from the head (`front`) or the tail.
+    pub fn pop(&mut self, limits: Limits, front: bool, count: usize) -> Vec<Vec<u8>> {
+        let n = count.min(self.len());
+        let mut out = Vec::with_capacity(n);
+        match self {
+            List::Pack(lp) => {
+                for _ in 0..n {
+                    let Some(p) = (if front { lp.first() } else { lp.last() }) else {
+                        break;
+                    };
+                    out.push(lp.get(p).to_vec());
+                    lp.delete(p, 1);
+                }
+            }
+            List::Quick(q) => {
+                for _ in 0..n {
+                    match q.pop(front) {
+                        Some(v) => out.push(v),
+                        None => break,
+                    }
+                }
+                self.settle(limits, true);
+            }
+        }
+        out
+    }
+
+    /// The element at `index` (negative counts from the tail).
+    pub fn get(&self, index: i64) -> Option<Vec<u8>> {
+        let len = self.len() as i64;
+        let i = if index < 0 {
+            len.checked_add(index)?
+        } else {
+            index
+        };
+        if !(0..len).contains(&i) {
+            return None;
+        }
+        let (node, at) = self.locate(i as usize)?;
+        Some(node.get(node.seek(at as i64)?).to_vec())
+    }
+
+    /// The node holding element `i` (in range) and its index there.
+    fn locate(&self, mut i: usize) -> Option<(&Listpack, usize)> {
+        let len = self.len();
+        if i < len / 2 {
+            for n in self.nodes() {
+                if i < n.len() {
+                    return Some((n, i));
+                }
+                i -= n.len();
+            }
+        } else {
+            let mut from_end = len - 1 - i;
+            for n in self.nodes().rev() {
+                if from_end < n.len() {
+                    return Some((n, n.len() - 1 - from_end));
+                }
+                from_end -= n.len();
+            }
+        }
+        None
+    }
+
+    /// Replaces the element at `index` (negative counts from the tail); false when out of
+    /// range.
+    pub fn set(&mut self, limits: Limits, index: i64, value: &[u8]) -> bool {
+        let len = self.len() as i64;
+        let Some(i) = (if index < 0 {
+            len.checked_add(index)
+        } else {
+            Some(index)
+        }) else {
+            return false;
+        };
+        if !(0..len).contains(&i) {
+            return false;
+        }
+        if let List::Pack(lp) = self {
+            if limits.exceeds(lp.heap_bytes() + value.len(), lp.len()) {
+                self.quick();
+            }
+        }
+        match self {
+            List::Pack(lp) => {
+                if let Some(p) = lp.seek(i) {
+                    lp.replace(p, value);
+                }
+            }
+            List::Quick(q) => {
+                q.set(limits, i as usize, value);
+                self.settle(limits, true);
+            }
+        }
+        true
+    }
+
+    /// Calls `f` on the elements of indices `start..=end` (within range), head to tail.
+    pub fn range(&self, start: usize, end: usize, mut f: impl FnMut(Entry<'_>)) {
+        let mut skip = start;
+        let mut left = end + 1 - start;
+        for n in self.nodes() {
+            if left == 0 {
+                break;
+            }
+            if skip >= n.len() {
+                skip -= n.len();
+                continue;
+            }
+            let Some(p) = n.seek(skip as i64) else {
+                continue;
+            };
+            skip = 0;
+            for e in n.iter_from(p) {
+                if left == 0 {
+                    break;
+                }
+                f(e);
+                left -= 1;
+            }
+        }
+    }
+
+    /// Keeps only the elements of indices `start..=end` (already clamped; `start > end`
+    /// empties the list).
+    pub fn trim(&mut self, limits: Limits, start: usize, end: usize) {
+        let len = self.len();
+        let (head, tail) = if start > end || start >= len {
+            (len, 0)
+        } else {
+            (start, len - 1 - end.min(len - 1))
+        };
+        match self {
+            List::Pack(lp) => {
+                lp.delete_range(0, head);
+                let keep = lp.len().saturating_sub(tail);
+                lp.delete_range(keep, tail);
+            }
+            List::Quick(q) => {
+                q.delete_front(head);
+                q.delete_back(tail);
+                self.settle(limits, true);
+            }
+        }
+    }
+
+    /// Removes up to `count` elements equal to `value` (all when 0), from the head when
+    /// `count >= 0`, else from the tail (LREM); returns how many.
+    pub fn remove(&mut self, limits: Limits, value: &[u8], count: i64) -> usize {
+        let max = if count == 0 {
+            usize::MAX
+        } else {
+            count.unsigned_abs().min(usize::MAX as u64) as usize
+        };
+        let from_tail = count < 0;
+        let removed = match self {
+            List::Pack(lp) => remove_in(lp, value, max, from_tail),
+            List::Quick(q) => {
+                let mut removed = 0;
+                let order: Vec<usize> = if from_tail {
+                    (0..q.nodes.len()).rev().collect()
+                } else {
+                    (0..q.nodes.len()).collect()
+                };
+                for i in order {
+                    if removed == max {
+                        break;
+                    }
+                    removed += remove_in(&mut q.nodes[i], value, max - removed, from_tail);
+                }
+                q.nodes.retain(|n| !n.is_empty());
+                q.len -= removed;
+                removed
+            }
+        };
+        if removed > 0 {
+            self.settle(limits, true);
+        }
+        removed
+    }
+
+    /// Inserts `value` before (or after) the first element equal to `pivot` (LINSERT); false
+    /// when there is no such element.
+    pub fn insert(&mut self, limits: Limits, pivot: &[u8], value: &[u8], before: bool) -> bool {
+        let Some(i) = self.iter().position(|e| e.eq_bytes(pivot)) else {
+            return false;
+        };
+        let at = if before { i } else { i + 1 };
+        if let List::Pack(lp) = self {
+            if !limits.exceeds(lp.heap_bytes() + value.len(), lp.len() + 1) {
+                let p = lp.seek(at as i64).unwrap_or(lp.end());
+                lp.insert_at(p, &[value]);
+                return true;
+            }
+        }
+        self.quick().insert(limits, at, value);
+        true
+    }
+
+    /// Positions of elements equal to `value` (LPOS): skipping the first `rank - 1` matches
+    /// (from the tail when `rank < 0`), at most `count` of them (0 = all), looking at no more
+    /// than `maxlen` elements (0 = all).
+    pub fn positions(&self, value: &[u8], rank: i64, count: usize, maxlen: usize) -> Vec<usize> {
+        let len = self.len();
+        let limit = if maxlen == 0 { len } else { maxlen.min(len) };
+        let mut skip = rank.unsigned_abs().saturating_sub(1);
+        let want = if count == 0 { usize::MAX } else { count };
+        let mut out = Vec::new();
+        let mut visit = |i: usize, e: Entry<'_>| {
+            if e.eq_bytes(value) {
+                if skip > 0 {
+                    skip -= 1;
+                } else {
+                    out.push(i);
+                }
+            }
+            out.len() < want
+        };
+        if rank >= 0 {
+            for (i, e) in self.iter().enumerate().take(limit) {
+                if !visit(i, e) {
+                    break;
+                }
+            }
+        } else {
+            for (k, e) in self.iter().rev().enumerate().take(limit) {
+                if !visit(len - 1 - k, e) {
+                    break;
+                }
+            }
+        }
+        out
+    }
 }
+
+/// Removes up to `max` elements equal to `value` from one listpack; returns how many.
+fn remove_in(lp: &mut Listpack, value: &[u8], max: usize, from_tail: bool) -> usize {
+    let mut removed = 0;
+    if from_tail {
+        let mut p = lp.last();
+        while let Some(at) = p {
+            if removed == max {
+                break;
+            }
+            let prev = lp.prev(at);
+            if lp.get(at).eq_bytes(value) {
+                lp.delete(at, 1);
+                removed += 1;
+            }
+            p = prev;
+        }
+    } else {
+        let mut p = lp.first();
+        while let Some(at) = p {
+            if removed == max {
+                break;
+            }
+            if lp.get(at).eq_bytes(value) {
+                p = lp.delete(at, 1);
+                removed += 1;
+            } else {
+                p = lp.next(at);
+            }
+        }
+    }
+    removed
+}
+
+impl QuickList {
+    fn push(&mut self, limits: Limits, value: &[u8], front: bool) {
+        let end = if front {
+            self.nodes.front_mut()
+        } else {
+            self.nodes.back_mut()
+        };
+        match end {
+            Some(n) if limits.allows(n, value.len()) => {
+                if front {
+                    n.push_front(value);
+                } else {
+                    n.push_back(value);
+                }
+            }
+            _ => {
+                let n = Listpack::from_items([value]);
+                if front {
+                    self.nodes.push_front(n);
+                } else {
+                    self.nodes.push_back(n);
+                }
+            }
+        }
+        self.len += 1;
+    }
+
+    fn pop(&mut self, front: bool) -> Option<Vec<u8>> {
+        let n = if front {
+            self.nodes.front_mut()?
+        } else {
+            self.nodes.back_mut()?
+        };
+        let p = if front { n.first()? } else { n.last()? };
+        let v = n.get(p).to_vec();
+        n.delete(p, 1);
+        if n.is_empty() {
+            if front {
+                self.nodes.pop_front();
+            } else {
+                self.nodes.pop_back();
+            }
+        }
+        self.len -= 1;
+        Some(v)
+    }
+
+    /// The node index holding element `i` (in range) and its index there.
+    fn find(&self, mut i: usize) -> (usize, usize) {
+        for (k, n) in self.nodes.iter().enumerate() {
+            if i < n.len() {
+                return (k, i);
+            }
+            i -= n.len();
+        }
+        (self.nodes.len(), 0)
+    }
+
+    fn set(&mut self, limits: Limits, i: usize, value: &[u8]) {
+        let (k, at) = self.find(i);
+        let Some(n) = self.nodes.get_mut(k) else {
+            return;
+        };
+        if let Some(p) = n.seek(at as i64) {
+            n.replace(p, value);
+        }
+        // A large replacement may take the node past its limit: split it around the element.
+        if n.len() > 1 && limits.exceeds(n.heap_bytes(), n.len()) {
+            self.split(k, at);
+            let (k, at) = self.find(i);
+            if at + 1 < self.nodes[k].len() {
+                self.split(k, at + 1);
+            }
+        }
+    }
+
+    /// Splits node `k` before its element `at` (0 < at < len) into two nodes.
+    fn split(&mut self, k: usize, at: usize) {
+        let n = &mut self.nodes[k];
+        if at == 0 || at >= n.len() {
+            return;
+        }
+        let right: Vec<Vec<u8>> = n.iter().skip(at).map(|e| e.to_vec()).collect();
+        let count = right.len();
+        n.delete_range(at, count);
+        let right = Listpack::from_items(right.iter().map(Vec::as_slice));
+        self.nodes.insert(k + 1, right);
+    }
+
+    /// Inserts `value` so that it becomes element `at` (0..=len).
+    fn insert(&mut self, limits: Limits, at: usize, value: &[u8]) {
+        if at == self.len {
+            return self.push(limits, value, false);
+        }
+        let (k, pos) = self.find(at);
+        if limits.allows(&self.nodes[k], value.len()) {
+            let n = &mut self.nodes[k];
+            let p = n.seek(pos as i64).unwrap_or(n.end());
+            n.insert_at(p, &[value]);
+        } else if pos == 0 && k > 0 && limits.allows(&self.nodes[k - 1], value.len()) {
+            self.nodes[k - 1].push_back(value);
+        } else {
+            self.split(k, pos);
+            let new_at = if pos == 0 { k } else { k + 1 };
+            self.nodes.insert(new_at, Listpack::from_items([value]));
+        }
+        self.len += 1;
+    }
+
+    /// Deletes the first `n` elements.
+    fn delete_front(&mut self, mut n: usize) {
+        self.len -= n.min(self.len);
+        while n > 0 {
+            let Some(node) = self.nodes.front_mut() else {
+                break;
+            };
+            if node.len() <= n {
+                n -= node.len();
+                self.nodes.pop_front();
+            } else {
+                node.delete_range(0, n);
+                n = 0;
+            }
+        }
+    }
+
+    /// Deletes the last `n` elements.
+    fn delete_back(&mut self, mut n: usize) {
+        self.len -= n.min(self.len);
+        while n > 0 {
+            let Some(node) = self.nodes.back_mut() else {
+                break;
+            };
+            if node.len() <= n {
+                n -= node.len();
+                self.nodes.pop_back();
+            } else {
+                let keep = node.len() - n;
+                node.delete_range(keep, n);
+                n = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -7,20 +7,20 @@ use std::time::{Duration, Instant};
 
 use crate::support::{call, cmd, read_replies, Server};
 
-const SHARDS: usize = 3;
+pub(super) const SHARDS: usize = 3;
 
 /// The `i`-th key of the form `b<j>` that lives on `shard` of [`SHARDS`].
-fn key_on(shard: usize, i: usize) -> String {
+pub(super) fn key_on(shard: usize, i: usize) -> String {
     crate::support::key_on("b", shard, SHARDS, i)
 }
 
 /// Sends a command without waiting for its reply.
-fn send(s: &mut TcpStream, line: &str) {
+pub(super) fn send(s: &mut TcpStream, line: &str) {
     s.write_all(&cmd(line)).unwrap();
 }
 
 /// Asserts that nothing arrives on `s` for `wait`.
-fn still_blocked(s: &mut TcpStream, wait: Duration) {
+pub(super) fn still_blocked(s: &mut TcpStream, wait: Duration) {
     s.set_read_timeout(Some(wait)).unwrap();
     let mut b = [0u8; 64];
     match s.read(&mut b) {
@@ -37,13 +37,13 @@ fn still_blocked(s: &mut TcpStream, wait: Duration) {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
 }
 
-fn reply(s: &mut TcpStream) -> String {
+pub(super) fn reply(s: &mut TcpStream) -> String {
     String::from_utf8_lossy(&read_replies(s, 1)[0]).into_owned()
 }
 
 /// INFO's `blocked_clients`, once it equals `want` (polled: a client leaves the count only
 /// after the server has seen it go).
-fn wait_blocked(ctl: &mut TcpStream, want: u64) {
+pub(super) fn wait_blocked(ctl: &mut TcpStream, want: u64) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let info = call(ctl, "INFO clients");

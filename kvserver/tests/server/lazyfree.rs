@@ -19,8 +19,20 @@ fn fill_zset(c: &mut redis::Connection, key: &str, n: usize) {
     }
 }
 
-/// Every collection type with a large encoding, by name.
-const FILLS: &[(&str, Fill)] = &[("zset", fill_zset)];
+fn fill_list(c: &mut redis::Connection, key: &str, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let mut cmd = redis::cmd("RPUSH");
+        cmd.arg(key);
+        for &i in chunk {
+            cmd.arg(format!("element:{i}"));
+        }
+        let _: i64 = cmd.query(c).unwrap();
+    }
+}
+
+/// Every collection type with a large encoding, by name, and how many elements make it
+/// worth freeing in the background (a list frees one block per node of about 8 KiB).
+const FILLS: &[(&str, Fill, usize)] = &[("zset", fill_zset, 5_000), ("list", fill_list, 100_000)];
 
 fn stat(c: &mut redis::Connection, field: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("all").query(c).unwrap();
@@ -48,9 +60,9 @@ fn del_unlink_and_overwrite_of_big_collections_free_in_the_background() {
     let srv = Server::start(&["--threads", "1"]);
     let mut c = srv.client();
     let mut freed = 0;
-    for &(name, fill) in FILLS {
+    for &(name, fill, big) in FILLS {
         for how in ["DEL", "UNLINK", "SET"] {
-            fill(&mut c, "big", 5_000);
+            fill(&mut c, "big", big);
             let reply: redis::Value = match how {
                 "SET" => redis::cmd("SET").arg("big").arg("x").query(&mut c).unwrap(),
                 _ => redis::cmd(how).arg("big").query(&mut c).unwrap(),
@@ -81,7 +93,7 @@ fn lazyfree_latency() {
         .unwrap_or(2_000_000);
     let srv = Server::start(&["--threads", "1"]);
     let mut c = srv.client();
-    for &(name, fill) in FILLS {
+    for &(name, fill, _) in FILLS {
         fill(&mut c, "big", n);
         let port = srv.port;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

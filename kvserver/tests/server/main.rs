@@ -3,6 +3,7 @@
 
 mod basics;
 mod blocking;
+mod blocking_lists;
 mod differential;
 mod hostile;
 mod lazyfree;

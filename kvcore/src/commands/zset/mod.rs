@@ -603,20 +603,8 @@ fn zpopmax(c: &mut Ctx<'_>, a: &[&[u8]]) {
     zpop_generic(c, a, true);
 }
 
-/// Parses ZMPOP's `numkeys key...` at `a[at]`: the keys and the index after them.
-fn numkeys<'a, 'b>(a: &'a [&'b [u8]], at: usize) -> Result<(&'a [&'b [u8]], usize), &'static [u8]> {
-    let n = match args::int(a[at]) {
-        Ok(n) if n > 0 => n as usize,
-        _ => return Err(b"ERR numkeys should be greater than 0"),
-    };
-    if n >= a.len() - at - 1 {
-        return Err(OpError::Syntax.message().as_bytes());
-    }
-    Ok((&a[at + 1..at + 1 + n], at + 1 + n))
-}
-
 fn zmpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let (keys, mut i) = match numkeys(a, 1) {
+    let (keys, mut i) = match args::numkeys(a, 1) {
         Ok(k) => k,
         Err(m) => return c.out.error(m),
     };
@@ -682,14 +670,14 @@ pub struct BlockingPop<'a> {
 pub fn parse_blocking_pop<'a>(args: &[&'a [u8]]) -> Result<BlockingPop<'a>, &'static [u8]> {
     if !args[0].eq_ignore_ascii_case(b"bzmpop") {
         return Ok(BlockingPop {
-            timeout_ms: timeout_ms(args[args.len() - 1])?,
+            timeout_ms: args::timeout_ms(args[args.len() - 1])?,
             keys: args[1..args.len() - 1].to_vec(),
             max: args[0].eq_ignore_ascii_case(b"bzpopmax"),
             count: 1,
             mpop: false,
         });
     }
-    let (keys, mut i) = numkeys(args, 2)?;
+    let (keys, mut i) = args::numkeys(args, 2)?;
     let max = match args.get(i) {
         Some(w) if args::is(w, "MIN") => false,
         Some(w) if args::is(w, "MAX") => true,
@@ -709,29 +697,12 @@ pub fn parse_blocking_pop<'a>(args: &[&'a [u8]]) -> Result<BlockingPop<'a>, &'st
         }
     }
     Ok(BlockingPop {
-        timeout_ms: timeout_ms(args[1])?,
+        timeout_ms: args::timeout_ms(args[1])?,
         keys: keys.to_vec(),
         max,
         count: count.unwrap_or(1),
         mpop: true,
     })
-}
-
-/// A blocking command's timeout in seconds, as Redis 7.0 reads it: milliseconds rounded up to
-/// a 64-bit integer (0 waits for ever; a positive fraction of a millisecond waits one).
-fn timeout_ms(arg: &[u8]) -> Result<u64, &'static [u8]> {
-    let secs =
-        crate::num::parse_f64(arg).ok_or(&b"ERR timeout is not a float or out of range"[..])?;
-    // Redis converts ceil(seconds * 1000) to a long long; out of its range that conversion
-    // gives LLONG_MIN on x86, which then reads as negative.
-    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
-    let ms = (secs * 1000.0).ceil();
-    let ms = if (-LIMIT..LIMIT).contains(&ms) {
-        ms as i64
-    } else {
-        i64::MIN
-    };
-    u64::try_from(ms).map_err(|_| &b"ERR timeout is negative"[..])
 }
 
 /// The members a pop took, with their scores.

@@ -18,15 +18,15 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
-    fn chance(&mut self, percent: u64) -> bool {
+    pub fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
         items[self.below(items.len())]
     }
 }
@@ -34,12 +34,12 @@ impl Rng {
 /// One generated command: its arguments, name first.
 pub type Cmd = Vec<Vec<u8>>;
 
-fn key(r: &mut Rng) -> Vec<u8> {
+pub(super) fn key(r: &mut Rng) -> Vec<u8> {
     const KEYS: &[&str] = &["k0", "k1", "k2", "k3", "k4", "{t}a", "{t}b", "n", "f", ""];
     r.pick(KEYS).as_bytes().to_vec()
 }
 
-fn value(r: &mut Rng) -> Vec<u8> {
+pub(super) fn value(r: &mut Rng) -> Vec<u8> {
     const VALUES: &[&str] = &[
         "v",
         "abc",
@@ -70,7 +70,7 @@ fn value(r: &mut Rng) -> Vec<u8> {
     }
 }
 
-fn int(r: &mut Rng) -> Vec<u8> {
+pub(super) fn int(r: &mut Rng) -> Vec<u8> {
     const INTS: &[&str] = &[
         "0",
         "1",
@@ -196,7 +196,7 @@ fn pattern(r: &mut Rng) -> Vec<u8> {
 }
 
 /// Builds a command from its name and argument makers.
-fn make(name: &str, parts: &[fn(&mut Rng) -> Vec<u8>], r: &mut Rng) -> Cmd {
+pub(super) fn make(name: &str, parts: &[fn(&mut Rng) -> Vec<u8>], r: &mut Rng) -> Cmd {
     let mut c = vec![name.as_bytes().to_vec()];
     c.extend(parts.iter().map(|p| p(r)));
     c
@@ -211,7 +211,7 @@ pub fn word(w: &str) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 
 /// A generator of one command (name and arguments).
-type Gen = fn(&mut Rng) -> Cmd;
+pub(super) type Gen = fn(&mut Rng) -> Cmd;
 
 /// A command family: a name for reports and its generators.
 pub struct Family {
@@ -436,7 +436,7 @@ fn lex_bound(r: &mut Rng) -> Vec<u8> {
     ]))
 }
 
-fn rank(r: &mut Rng) -> Vec<u8> {
+pub(super) fn rank(r: &mut Rng) -> Vec<u8> {
     word(r.pick(&[
         "0",
         "1",
@@ -451,12 +451,12 @@ fn rank(r: &mut Rng) -> Vec<u8> {
     ]))
 }
 
-fn count(r: &mut Rng) -> Vec<u8> {
+pub(super) fn count(r: &mut Rng) -> Vec<u8> {
     word(r.pick(&["0", "1", "2", "3", "10", "-1", "abc"]))
 }
 
 /// `numkeys` followed by that many keys (sometimes a wrong count).
-fn keys_with_count(r: &mut Rng) -> Vec<Vec<u8>> {
+pub(super) fn keys_with_count(r: &mut Rng) -> Vec<Vec<u8>> {
     let n = 1 + r.below(3);
     let mut c = vec![if r.chance(5) {
         word(r.pick(&["0", "-1", "9", "x"]))
@@ -788,6 +788,11 @@ pub static FAMILIES: &[Family] = &[
         name: "strings",
         commands: STRINGS,
         weight: 10,
+    },
+    Family {
+        name: "lists",
+        commands: super::lists::LISTS,
+        weight: 8,
     },
     Family {
         name: "keys",

@@ -1,0 +1,193 @@
+use std::collections::VecDeque;
+
+use proptest::prelude::*;
+
+use super::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Push(bool, Vec<Vec<u8>>),
+    Pop(bool, usize),
+    Set(i64, Vec<u8>),
+    Trim(i64, i64),
+    Remove(i64, Vec<u8>),
+    Insert(Vec<u8>, Vec<u8>, bool),
+}
+
+fn elem() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        4 => (0u8..6).prop_map(|i| vec![b'a' + i]),
+        2 => (-300i64..300).prop_map(|i| i.to_string().into_bytes()),
+        1 => (1usize..120).prop_map(|n| vec![b'x'; n]),
+        1 => (4000usize..9000).prop_map(|n| vec![b'L'; n]),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (any::<bool>(), proptest::collection::vec(elem(), 1..6)).prop_map(|(f, v)| Op::Push(f, v)),
+        2 => (any::<bool>(), 0usize..5).prop_map(|(f, n)| Op::Pop(f, n)),
+        1 => (-20i64..20, elem()).prop_map(|(i, v)| Op::Set(i, v)),
+        1 => (-20i64..20, -20i64..20).prop_map(|(a, b)| Op::Trim(a, b)),
+        1 => (-3i64..3, elem()).prop_map(|(c, v)| Op::Remove(c, v)),
+        1 => (elem(), elem(), any::<bool>()).prop_map(|(p, v, b)| Op::Insert(p, v, b)),
+    ]
+}
+
+/// LTRIM's index arithmetic, on the model.
+fn clamp_trim(len: usize, start: i64, end: i64) -> (usize, usize) {
+    let len = len as i64;
+    let s = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let e = if end < 0 { len + end } else { end.min(len - 1) };
+    if s > e || s >= len {
+        (1, 0)
+    } else {
+        (s as usize, e as usize)
+    }
+}
+
+fn check_nodes(l: &List, limits: Limits) {
+    if let List::Quick(q) = l {
+        assert_eq!(q.len, q.nodes.iter().map(Listpack::len).sum::<usize>());
+        assert!(q.nodes.iter().all(|n| !n.is_empty()), "empty node");
+        for n in &q.nodes {
+            // A node over the limit holds one element (a large one, or one a LSET grew).
+            assert!(
+                n.len() == 1
+                    || !limits.exceeds(n.heap_bytes(), n.len())
+                    || n.heap_bytes() <= 9000 + 2 * ENTRY_OVERHEAD,
+                "node of {} bytes, {} entries",
+                n.heap_bytes(),
+                n.len()
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn behaves_like_a_vecdeque(fill in prop_oneof![Just(-1i64), Just(-2), Just(2), Just(3), Just(5)], ops in proptest::collection::vec(op(), 1..80)) {
+        let limits = Limits { fill };
+        let mut l = List::default();
+        let mut m: VecDeque<Vec<u8>> = VecDeque::new();
+        for op in ops {
+            match op {
+                Op::Push(front, items) => {
+                    let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+                    l.push(limits, &refs, front);
+                    for it in items {
+                        if front { m.push_front(it) } else { m.push_back(it) }
+                    }
+                }
+                Op::Pop(front, n) => {
+                    let got = l.pop(limits, front, n);
+                    let want: Vec<Vec<u8>> = (0..n.min(m.len()))
+                        .filter_map(|_| if front { m.pop_front() } else { m.pop_back() })
+                        .collect();
+                    prop_assert_eq!(got, want);
+                }
+                Op::Set(i, v) => {
+                    let len = m.len() as i64;
+                    let idx = if i < 0 { len + i } else { i };
+                    let ok = (0..len).contains(&idx);
+                    prop_assert_eq!(l.set(limits, i, &v), ok);
+                    if ok { m[idx as usize] = v; }
+                }
+                Op::Trim(a, b) => {
+                    if !m.is_empty() {
+                        let (s, e) = clamp_trim(m.len(), a, b);
+                        l.trim(limits, s, e);
+                        if s > e { m.clear(); } else {
+                            m = m.iter().skip(s).take(e - s + 1).cloned().collect();
+                        }
+                    }
+                }
+                Op::Remove(c, v) => {
+                    let got = l.remove(limits, &v, c);
+                    let max = if c == 0 { usize::MAX } else { c.unsigned_abs() as usize };
+                    let mut removed = 0;
+                    if c >= 0 {
+                        let mut i = 0;
+                        while i < m.len() { if removed < max && m[i] == v { m.remove(i); removed += 1; } else { i += 1; } }
+                    } else {
+                        let mut i = m.len();
+                        while i > 0 { i -= 1; if removed < max && m[i] == v { m.remove(i); removed += 1; } }
+                    }
+                    prop_assert_eq!(got, removed);
+                }
+                Op::Insert(p, v, before) => {
+                    let found = m.iter().position(|x| *x == p);
+                    prop_assert_eq!(l.insert(limits, &p, &v, before), found.is_some());
+                    if let Some(i) = found { m.insert(if before { i } else { i + 1 }, v); }
+                }
+            }
+            prop_assert_eq!(l.len(), m.len());
+            prop_assert_eq!(l.to_vec(), m.iter().cloned().collect::<Vec<_>>());
+            let mut back: Vec<Vec<u8>> = l.iter().rev().map(|e| e.to_vec()).collect();
+            back.reverse();
+            prop_assert_eq!(&back, &l.to_vec());
+            for (i, v) in m.iter().enumerate() {
+                prop_assert_eq!(l.get(i as i64), Some(v.clone()));
+                prop_assert_eq!(l.get(i as i64 - m.len() as i64), Some(v.clone()));
+            }
+            prop_assert_eq!(l.get(m.len() as i64), None);
+            if !m.is_empty() {
+                let (s, e) = (m.len() / 3, m.len() - 1);
+                let mut got = Vec::new();
+                l.range(s, e, |x| got.push(x.to_vec()));
+                prop_assert_eq!(got, m.iter().skip(s).cloned().collect::<Vec<_>>());
+            }
+            check_nodes(&l, limits);
+            // A small list is a listpack again once it shrank under half the limit.
+            if m.len() <= 1 && m.iter().all(|x| x.len() < 100) {
+                prop_assert_eq!(l.encoding(), "listpack");
+            }
+        }
+    }
+}
+
+#[test]
+fn converts_at_the_limit_and_back_under_half() {
+    let limits = Limits { fill: 4 };
+    let mut l = List::default();
+    l.push(limits, &[b"a", b"b", b"c", b"d"], false);
+    assert_eq!(l.encoding(), "listpack");
+    l.push(limits, &[b"e"], false);
+    assert_eq!(l.encoding(), "quicklist");
+    // Nodes [a b c d] [e]: only a list of one node may turn back into a listpack, and only
+    // at half the limit or less.
+    l.pop(limits, true, 3);
+    assert_eq!(l.encoding(), "quicklist");
+    l.pop(limits, true, 1);
+    assert_eq!(l.encoding(), "listpack");
+    assert_eq!(l.to_vec(), vec![b"e".to_vec()]);
+    let mut l = List::default();
+    l.push(limits, &[b"a", b"b", b"c", b"d", b"e"], false);
+    assert_eq!(l.encoding(), "quicklist");
+    l.pop(limits, false, 2);
+    // One node [a b c]: above half of 4.
+    assert_eq!(l.encoding(), "quicklist");
+    l.pop(limits, false, 1);
+    assert_eq!(l.encoding(), "listpack");
+    // Byte limits: -1 is 4 KiB per node.
+    let limits = Limits { fill: -1 };
+    let mut l = List::default();
+    let v = vec![b'v'; 1000];
+    for _ in 0..4 {
+        l.push(limits, &[&v], false);
+    }
+    assert_eq!(l.encoding(), "listpack");
+    l.push(limits, &[&v], false);
+    assert_eq!(l.encoding(), "quicklist");
+    // A single element over the node limit gets its own node.
+    let big = vec![b'B'; 5000];
+    l.push(limits, &[&big], true);
+    if let List::Quick(q) = &l {
+        assert_eq!(q.nodes.front().map(Listpack::len), Some(1));
+    }
+}
