@@ -375,6 +375,18 @@ impl Listpack {
         Some(lp)
     }
 
+    /// Wraps bytes that are not read as a listpack (a small set keeps an intset in the same
+    /// slot, see [`crate::set`]); only `as_bytes`, `into_raw`, `heap_bytes`, equality and
+    /// cloning may be used on the result.
+    pub(crate) fn from_raw(buf: Box<[u8]>) -> Listpack {
+        Listpack { buf }
+    }
+
+    /// The buffer, given up.
+    pub(crate) fn into_raw(self) -> Box<[u8]> {
+        self.buf
+    }
+
     /// The listpack's bytes, in Redis's format.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf

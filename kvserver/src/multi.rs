@@ -172,10 +172,14 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
         }
         "rename" | "renamenx" | "copy" => move_key(shard, session, spec.name, args, &mut w).await,
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
-        | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard" => {
-            with_sources(shard, session, spec, args, w.out).await
-        }
+        | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard"
+        | "sinter" | "sunion" | "sdiff" | "sintercard" | "sinterstore" | "sunionstore"
+        | "sdiffstore" => with_sources(shard, session, spec, args, w.out).await,
         "zmpop" | "lmpop" => mpop(shard, session, spec, args, w.out).await,
+        "smove" => match set_move_across(shard, db, args[1], args[2], args[3]).await {
+            Ok(moved) => w.int(i64::from(moved)),
+            Err(e) => w.error(e.message().as_bytes()),
+        },
         "lmove" | "rpoplpush" => {
             let side = |a: &[u8]| {
                 if a.eq_ignore_ascii_case(b"LEFT") {
@@ -448,6 +452,64 @@ pub async fn list_move_across(
             })
             .await?;
         Ok(Some(v))
+    }
+    .await;
+    for (s, keys) in order {
+        shard.unlock(s, keys, true).await;
+    }
+    moved
+}
+
+/// SMOVE between two shards, atomic as seen by other clients: both keys locked, the source
+/// looked at first (missing: 0), then the destination's type (a wrong type moves nothing, as
+/// Redis checks both before it removes), then the removal and the add.
+async fn set_move_across(
+    shard: &Shard,
+    db: usize,
+    src: &[u8],
+    dst: &[u8],
+    member: &[u8],
+) -> Result<bool, OpError> {
+    let n = shard.n;
+    let (src, dst, m) = (src.to_vec(), dst.to_vec(), member.to_vec());
+    let (ss, ds) = (route::shard_of(&src, n), route::shard_of(&dst, n));
+    let on = |s: usize, k: &Vec<u8>| (s, vec![(db, k.clone())]);
+    let order = if ss <= ds {
+        [on(ss, &src), on(ds, &dst)]
+    } else {
+        [on(ds, &dst), on(ss, &src)]
+    };
+    for (s, keys) in &order {
+        shard.lock(*s, keys.clone(), true).await;
+    }
+    let moved = async {
+        let look = |s: usize, k: Vec<u8>, m: Vec<u8>| {
+            shard.call(s, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                d.set_contains(db, &k, &m)
+            })
+        };
+        let Some(is_member) = look(ss, src.clone(), m.clone()).await? else {
+            return Ok(false);
+        };
+        look(ds, dst.clone(), m.clone()).await?;
+        if !is_member {
+            return Ok(false);
+        }
+        let (k, mm) = (src.clone(), m.clone());
+        shard
+            .call(ss, move |sh: &Shard| {
+                sh.db.borrow_mut().set_remove(db, &k, &[&mm])
+            })
+            .await?;
+        let (k, mm) = (dst.clone(), m.clone());
+        shard
+            .call(ds, move |sh: &Shard| {
+                sh.db.borrow_mut().set_add(db, &k, &[&mm])
+            })
+            .await?;
+        Ok(true)
     }
     .await;
     for (s, keys) in order {

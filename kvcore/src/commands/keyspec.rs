@@ -57,7 +57,9 @@ impl CommandSpec {
                 v.extend(numkeys(args, 2));
                 v
             }
-            "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" => numkeys(args, 1),
+            "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" | "sintercard" => {
+                numkeys(args, 1)
+            }
             "bzmpop" | "blmpop" => numkeys(args, 2),
             "georadius" | "georadiusbymember" => {
                 let mut v = KeyIndices::new();
@@ -84,6 +86,7 @@ impl CommandSpec {
     pub fn written_key_positions(&self, args: &[&[u8]]) -> KeyIndices {
         match self.name {
             "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
+            | "sinterstore" | "sunionstore" | "sdiffstore"
                 if args.len() > 1 =>
             {
                 SmallVec::from_slice(&[1])
@@ -149,5 +152,10 @@ mod tests {
         assert_eq!(keys("OBJECT ENCODING k"), (vec![2], vec![]));
         assert_eq!(keys("MEMORY USAGE k"), (vec![2], vec![]));
         assert_eq!(keys("PING"), (vec![], vec![]));
+        assert_eq!(keys("SINTERSTORE d a b"), (vec![1, 2, 3], vec![1]));
+        assert_eq!(keys("SINTERCARD 2 a b LIMIT 3"), (vec![2, 3], vec![]));
+        assert_eq!(keys("SMOVE a b m"), (vec![1, 2], vec![1, 2]));
+        assert_eq!(keys("LMPOP 2 a b LEFT"), (vec![2, 3], vec![2, 3]));
+        assert_eq!(keys("BLMPOP 0 1 a LEFT"), (vec![3], vec![3]));
     }
 }

@@ -35,6 +35,10 @@ pub mod zset_api {
         ZaddOutcome, ZADD_NAN,
     };
 }
+/// Set lookups other families share (sorted-set algebra reads plain sets).
+pub(crate) mod set_api {
+    pub(crate) use super::set::get_set;
+}
 /// INFO over several shards.
 pub mod server_api {
     pub use super::server::ShardStats;
@@ -436,6 +440,7 @@ mod tests {
                 // The facts give the first key spec only; these commands have a second one (the
                 // destination or source), which our legacy range covers too.
                 let two_specs = [
+                    "smove",
                     "lmove",
                     "rpoplpush",
                     "blmove",
@@ -447,7 +452,18 @@ mod tests {
                     "geosearchstore",
                 ]
                 .contains(&spec.name);
-                if two_specs {
+                // The destination spec first, then the sources to the end: the legacy range
+                // covers every key.
+                let dest_then_sources =
+                    ["sinterstore", "sunionstore", "sdiffstore"].contains(&spec.name);
+                if dest_then_sources {
+                    assert_eq!(
+                        (spec.first_key, spec.last_key, spec.key_step),
+                        (1, -1, 1),
+                        "keys of {}",
+                        spec.name
+                    );
+                } else if two_specs {
                     assert_eq!(
                         (spec.first_key, spec.last_key, spec.key_step),
                         (1, 2, 1),

@@ -15,8 +15,9 @@ mod node;
 
 use crate::dict::{Dict, Link, REHASH_MOVES};
 use crate::value::Value;
+use node::Node;
+pub(crate) use node::Thin;
 pub use node::{KeyNode, Packed};
-use node::{Node, Thin};
 
 /// What a write does to the key's deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -30,9 +30,24 @@ fn fill_list(c: &mut redis::Connection, key: &str, n: usize) {
     }
 }
 
+fn fill_set(c: &mut redis::Connection, key: &str, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let mut cmd = redis::cmd("SADD");
+        cmd.arg(key);
+        for &i in chunk {
+            cmd.arg(format!("member:{i}"));
+        }
+        let _: i64 = cmd.query(c).unwrap();
+    }
+}
+
 /// Every collection type with a large encoding, by name, and how many elements make it
 /// worth freeing in the background (a list frees one block per node of about 8 KiB).
-const FILLS: &[(&str, Fill, usize)] = &[("zset", fill_zset, 5_000), ("list", fill_list, 100_000)];
+const FILLS: &[(&str, Fill, usize)] = &[
+    ("zset", fill_zset, 5_000),
+    ("list", fill_list, 100_000),
+    ("set", fill_set, 5_000),
+];
 
 fn stat(c: &mut redis::Connection, field: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("all").query(c).unwrap();

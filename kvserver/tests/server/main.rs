@@ -9,5 +9,6 @@ mod hostile;
 mod lazyfree;
 mod limits;
 mod multishard;
+mod sets;
 mod support;
 mod zsets;

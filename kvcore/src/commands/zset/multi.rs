@@ -81,6 +81,13 @@ fn generic(c: &mut Ctx<'_>, a: &[&[u8]], dst: Option<&[u8]>, nk: usize, op: Op, 
     let dbi = c.session.db;
     let mut srcs: Vec<(Items, f64)> = Vec::with_capacity(setnum);
     for k in keys {
+        // A plain set counts as a sorted set whose members all score 1, as in Redis.
+        if let Ok(Some(s)) = crate::commands::set_api::get_set(c.db, dbi, k) {
+            let mut items = Vec::with_capacity(s.len());
+            s.for_each(|m| items.push((m.to_vec(), 1.0)));
+            srcs.push((items, 1.0));
+            continue;
+        }
         match get_z(c.db, dbi, k) {
             Err(e) => return reply_err(&mut c.out, e),
             Ok(z) => srcs.push((load(z), 1.0)),

@@ -795,6 +795,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 8,
     },
     Family {
+        name: "sets",
+        commands: super::sets::SETS,
+        weight: 8,
+    },
+    Family {
         name: "keys",
         commands: KEYS,
         weight: 6,
@@ -843,7 +848,10 @@ pub fn generate(r: &mut Rng) -> Cmd {
     let mut c = family.commands[r.below(family.commands.len())](r);
     // A plain HELLO answers the connection id, which differs between the servers.
     if r.chance(3) && !c[0].eq_ignore_ascii_case(b"HELLO") {
-        if r.chance(50) && c.len() > 1 {
+        // (Not SPOP k or SRANDMEMBER k: without their count they pick at random.)
+        let random_without_count =
+            c[0].eq_ignore_ascii_case(b"SPOP") || c[0].eq_ignore_ascii_case(b"SRANDMEMBER");
+        if r.chance(50) && c.len() > 1 && !random_without_count {
             c.pop();
         } else if !c[0].eq_ignore_ascii_case(b"ZRANK") && !c[0].eq_ignore_ascii_case(b"ZREVRANK") {
             // (Not ZRANK k m extra: Redis 7.0 counts arguments, 7.2 takes WITHSCORE there
