@@ -1,28 +1,114 @@
 //! Hashes: a listpack of field/value pairs while small, then a hash table.
 //!
-//! (Skeleton: the hashes work fills this in.)
+//! # Encodings
+//!
+//! - **listpack**: `field, value, field, value ...` in one [`Listpack`], in insertion order,
+//!   while there are at most `hash-max-listpack-entries` (512) fields and no field or value is
+//!   longer than `hash-max-listpack-value` (64) bytes. A lookup walks the fields (skipping
+//!   values), at most a few kilobytes.
+//! - **hashtable** ([`HashTable`]): a [`Dict`] whose entries are one block each holding the
+//!   chain link, the value (a boxed slice) and the field bytes, with the keyspace's
+//!   progressive rehash (no HSET pays for a whole resize) and SCAN cursor (HSCAN).
+//!
+//! The conversion follows Redis's `hashTypeTryConversion`: before a write, more new fields
+//! than the entry limit, or any argument longer than the value limit, converts first; after
+//! it, more fields than the limit converts. A hash never converts back.
 
+use crate::dict::{Dict, Link};
+use crate::keyspace::Thin;
 use crate::listpack::Listpack;
 
-/// A hash in either encoding. Must stay at most 16 bytes (a `Value` is 24).
+/// The encoding limits, from the configuration.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `hash-max-listpack-entries`.
+    pub max_entries: usize,
+    /// `hash-max-listpack-value`.
+    pub max_value: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_entries: 512,
+            max_value: 64,
+        }
+    }
+}
+
+/// A hash in either encoding. At most 16 bytes, so a `Value` stays 24.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Hash {
     /// Small: field, value, field, value ... in one listpack.
     Pack(Listpack),
-    /// Large (or with field TTLs).
-    Big(Box<BigHash>),
+    /// Large: a hash table.
+    Table(Box<HashTable>),
 }
 
-/// The large encoding (defined by the hashes work).
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct BigHash {}
+/// The large encoding.
+#[derive(Default)]
+pub struct HashTable {
+    dict: Dict<Thin<Box<[u8]>>>,
+}
+
+impl Clone for HashTable {
+    fn clone(&self) -> Self {
+        let mut t = HashTable::default();
+        for e in self.dict.iter() {
+            t.dict.insert_new(Thin::new(e.key(), e.value.clone(), 0));
+        }
+        t
+    }
+}
+
+impl PartialEq for HashTable {
+    fn eq(&self, other: &Self) -> bool {
+        self.dict.len() == other.dict.len()
+            && self
+                .dict
+                .iter()
+                .all(|e| other.dict.get(e.key()).is_some_and(|o| o.value == e.value))
+    }
+}
+
+impl std::fmt::Debug for HashTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.dict.iter().map(|e| {
+                (
+                    String::from_utf8_lossy(e.key()).into_owned(),
+                    String::from_utf8_lossy(&e.value).into_owned(),
+                )
+            }))
+            .finish()
+    }
+}
+
+impl Drop for HashTable {
+    fn drop(&mut self) {
+        if self.dict.len() > crate::lazyfree::THRESHOLD {
+            crate::lazyfree::defer(std::mem::take(&mut self.dict));
+        }
+    }
+}
+
+impl Default for Hash {
+    fn default() -> Self {
+        Hash::Pack(Listpack::new())
+    }
+}
+
+/// The position of `field`'s entry in a listpack hash.
+fn find(lp: &Listpack, field: &[u8]) -> Option<usize> {
+    lp.first().and_then(|p| lp.find(p, field, 1))
+}
 
 impl Hash {
     /// Number of fields.
     pub fn len(&self) -> usize {
         match self {
             Hash::Pack(lp) => lp.len() / 2,
-            Hash::Big(_) => 0,
+            Hash::Table(t) => t.dict.len(),
         }
     }
 
@@ -35,7 +121,7 @@ impl Hash {
     pub fn encoding(&self) -> &'static str {
         match self {
             Hash::Pack(_) => "listpack",
-            Hash::Big(_) => "hashtable",
+            Hash::Table(_) => "hashtable",
         }
     }
 
@@ -43,7 +129,180 @@ impl Hash {
     pub fn heap_bytes(&self) -> usize {
         match self {
             Hash::Pack(lp) => lp.heap_bytes(),
-            Hash::Big(_) => std::mem::size_of::<BigHash>(),
+            Hash::Table(t) => {
+                std::mem::size_of::<HashTable>()
+                    + t.dict.table_bytes()
+                    + t.dict
+                        .iter()
+                        .map(|e| 32 + e.key().len() + e.value.len())
+                        .sum::<usize>()
+            }
+        }
+    }
+
+    /// Calls `f` with the value of `field`, if present.
+    pub fn with<R>(&self, field: &[u8], f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        match self {
+            Hash::Pack(lp) => {
+                let p = lp.next(find(lp, field)?)?;
+                let mut buf = itoa::Buffer::new();
+                Some(f(lp.get(p).bytes(&mut buf)))
+            }
+            Hash::Table(t) => t.dict.get(field).map(|e| f(&e.value)),
+        }
+    }
+
+    /// The value of `field`.
+    pub fn get(&self, field: &[u8]) -> Option<Vec<u8>> {
+        self.with(field, <[u8]>::to_vec)
+    }
+
+    /// Whether `field` is present.
+    pub fn contains(&self, field: &[u8]) -> bool {
+        match self {
+            Hash::Pack(lp) => find(lp, field).is_some(),
+            Hash::Table(t) => t.dict.get(field).is_some(),
+        }
+    }
+
+    /// Converts to the table before a write of `pairs` new fields whose longest argument is
+    /// `longest` bytes, when the listpack could not take them (Redis's
+    /// `hashTypeTryConversion`).
+    pub fn prepare(&mut self, limits: Limits, pairs: usize, longest: usize) {
+        if matches!(self, Hash::Pack(_))
+            && (pairs > limits.max_entries || longest > limits.max_value)
+        {
+            self.convert();
+        }
+    }
+
+    /// Sets `field` to `value`; true when the field is new. Converts to the table past the
+    /// limits.
+    pub fn set(&mut self, limits: Limits, field: &[u8], value: &[u8]) -> bool {
+        if field.len().max(value.len()) > limits.max_value {
+            self.prepare(limits, 0, field.len().max(value.len()));
+        }
+        match self {
+            Hash::Pack(lp) => {
+                if let Some(p) = find(lp, field) {
+                    if let Some(v) = lp.next(p) {
+                        lp.replace(v, value);
+                    }
+                    return false;
+                }
+                lp.push_back(field);
+                lp.push_back(value);
+                if lp.len() / 2 > limits.max_entries {
+                    self.convert();
+                }
+                true
+            }
+            Hash::Table(t) => {
+                if let Some(e) = t.dict.get_mut(field) {
+                    e.value = value.into();
+                    return false;
+                }
+                t.dict.insert_new(Thin::new(field, value.into(), 0));
+                true
+            }
+        }
+    }
+
+    /// Removes `field`; true if it was there.
+    pub fn remove(&mut self, field: &[u8]) -> bool {
+        match self {
+            Hash::Pack(lp) => match find(lp, field) {
+                Some(p) => {
+                    lp.delete(p, 2);
+                    true
+                }
+                None => false,
+            },
+            Hash::Table(t) => t.dict.remove(field).is_some(),
+        }
+    }
+
+    /// Calls `f` on every field and value, in the encoding's order.
+    pub fn for_each(&self, mut f: impl FnMut(&[u8], &[u8])) {
+        match self {
+            Hash::Pack(lp) => {
+                let (mut fb, mut vb) = (itoa::Buffer::new(), itoa::Buffer::new());
+                let mut it = lp.iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    f(k.bytes(&mut fb), v.bytes(&mut vb));
+                }
+            }
+            Hash::Table(t) => {
+                for e in t.dict.iter() {
+                    f(e.key(), &e.value);
+                }
+            }
+        }
+    }
+
+    /// Every `(field, value)`, owned, in the encoding's order.
+    pub fn to_vec(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::with_capacity(self.len());
+        self.for_each(|f, v| out.push((f.to_vec(), v.to_vec())));
+        out
+    }
+
+    /// A random `(field, value)` (`r` a random number), or `None` when empty.
+    pub fn random(&self, r: u64) -> Option<(Vec<u8>, Vec<u8>)> {
+        let n = self.len();
+        if n == 0 {
+            return None;
+        }
+        match self {
+            Hash::Pack(lp) => {
+                let i = (r % n as u64) as i64 * 2;
+                let p = lp.seek(i)?;
+                let v = lp.next(p)?;
+                Some((lp.get(p).to_vec(), lp.get(v).to_vec()))
+            }
+            Hash::Table(t) => t
+                .dict
+                .random(r)
+                .map(|e| (e.key().to_vec(), e.value.to_vec())),
+        }
+    }
+
+    /// One step of HSCAN from `cursor`: a listpack gives every pair and cursor 0; a table the
+    /// pairs of the buckets the cursor visits (`count` of them or more).
+    pub fn scan(&self, cursor: u64, count: usize, mut f: impl FnMut(&[u8], &[u8])) -> u64 {
+        match self {
+            Hash::Pack(_) => {
+                self.for_each(f);
+                0
+            }
+            Hash::Table(t) => {
+                let mut c = cursor;
+                let mut seen = 0;
+                loop {
+                    c = t.dict.scan(c, |e| {
+                        seen += 1;
+                        f(e.key(), &e.value);
+                    });
+                    if c == 0 || seen >= count {
+                        return c;
+                    }
+                }
+            }
+        }
+    }
+
+    fn convert(&mut self) {
+        if let Hash::Pack(lp) = self {
+            let mut t = HashTable::default();
+            let mut it = lp.iter();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                t.dict
+                    .insert_new(Thin::new(&k.to_vec(), v.to_vec().into_boxed_slice(), 0));
+            }
+            *self = Hash::Table(Box::new(t));
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -41,6 +41,17 @@ fn fill_set(c: &mut redis::Connection, key: &str, n: usize) {
     }
 }
 
+fn fill_hash(c: &mut redis::Connection, key: &str, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let mut cmd = redis::cmd("HSET");
+        cmd.arg(key);
+        for &i in chunk {
+            cmd.arg(format!("field:{i}")).arg(i);
+        }
+        let _: i64 = cmd.query(c).unwrap();
+    }
+}
+
 /// Every collection type with a large encoding, by name, and how many elements make it
 /// worth freeing in the background (a list frees one block per node of about 8 KiB).
 const FILLS: &[(&str, Fill, usize)] = &[

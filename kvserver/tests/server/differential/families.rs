@@ -800,6 +800,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 8,
     },
     Family {
+        name: "hashes",
+        commands: super::hashes::HASHES,
+        weight: 8,
+    },
+    Family {
         name: "keys",
         commands: KEYS,
         weight: 6,

@@ -19,6 +19,7 @@
 //! seed runs; `KV_DIFF_COMMANDS` sets the sequence length).
 
 mod families;
+mod hashes;
 mod lists;
 mod sets;
 
@@ -169,9 +170,17 @@ fn normalize(cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
     match (&name[..], &mut value) {
         // Members of sets come in hash-table order, which differs between any two servers.
         (
-            b"KEYS" | b"SMEMBERS" | b"SINTER" | b"SUNION" | b"SDIFF" | b"SPOP" | b"SRANDMEMBER",
+            b"KEYS" | b"SMEMBERS" | b"SINTER" | b"SUNION" | b"SDIFF" | b"SPOP" | b"SRANDMEMBER"
+            | b"HKEYS" | b"HVALS",
             Value::Array(items),
         ) => sort(items),
+        (b"HRANDFIELD", Value::Array(items)) if cmd.len() == 3 => sort(items),
+        // Field-value pairs of a hash table come in its bucket order.
+        (b"HGETALL" | b"HRANDFIELD", Value::Array(items)) if items.len() % 2 == 0 => {
+            let mut pairs: Vec<Vec<Value>> = items.chunks(2).map(<[Value]>::to_vec).collect();
+            pairs.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+            *items = pairs.concat();
+        }
         (b"SSCAN", Value::Array(parts)) => match parts.get_mut(1) {
             Some(Value::Array(items)) => sort(items),
             _ => return reply,

@@ -1,0 +1,74 @@
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        4 => (0u8..10).prop_map(|i| vec![b'f', b'0' + i]),
+        2 => (-50i64..50).prop_map(|i| i.to_string().into_bytes()),
+        1 => (3usize..12).prop_map(|n| vec![b'L'; n]),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+    #[test]
+    fn behaves_like_a_hashmap(
+        max_entries in 0usize..8,
+        max_value in 0usize..10,
+        ops in proptest::collection::vec((0u8..3, bytes(), bytes()), 1..80),
+    ) {
+        let limits = Limits { max_entries, max_value };
+        let mut h = Hash::default();
+        let mut m: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        for (op, f, v) in ops {
+            match op {
+                0 | 1 => {
+                    prop_assert_eq!(h.set(limits, &f, &v), m.insert(f.clone(), v.clone()).is_none());
+                }
+                _ => prop_assert_eq!(h.remove(&f), m.remove(&f).is_some()),
+            }
+            prop_assert_eq!(h.len(), m.len());
+            let got: HashMap<Vec<u8>, Vec<u8>> = h.to_vec().into_iter().collect();
+            prop_assert_eq!(&got, &m);
+            for (f, v) in &m {
+                prop_assert_eq!(h.get(f), Some(v.clone()));
+                prop_assert!(h.contains(f));
+            }
+            if h.encoding() == "listpack" {
+                prop_assert!(m.len() <= max_entries);
+                prop_assert!(m.iter().all(|(f, v)| f.len() <= max_value && v.len() <= max_value));
+            }
+            if let Some((f, v)) = h.random(99) {
+                prop_assert_eq!(m.get(&f), Some(&v));
+            }
+            let mut scanned = HashMap::new();
+            let mut c = 0;
+            loop {
+                c = h.scan(c, 2, |f, v| { scanned.insert(f.to_vec(), v.to_vec()); });
+                if c == 0 { break; }
+            }
+            prop_assert_eq!(&scanned, &m);
+        }
+    }
+}
+
+#[test]
+fn converts_at_redis_limits() {
+    let l = Limits::default();
+    let mut h = Hash::default();
+    for i in 0..512 {
+        h.set(l, format!("f{i}").as_bytes(), b"v");
+    }
+    assert_eq!(h.encoding(), "listpack");
+    h.set(l, b"one more", b"v");
+    assert_eq!(h.encoding(), "hashtable");
+    let mut h = Hash::default();
+    h.set(l, b"f", &[b'v'; 64]);
+    assert_eq!(h.encoding(), "listpack");
+    h.set(l, b"g", &[b'v'; 65]);
+    assert_eq!(h.encoding(), "hashtable");
+    assert_eq!(h.get(b"f"), Some(vec![b'v'; 64]));
+}
