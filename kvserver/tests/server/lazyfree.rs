@@ -58,6 +58,7 @@ const FILLS: &[(&str, Fill, usize)] = &[
     ("zset", fill_zset, 5_000),
     ("list", fill_list, 100_000),
     ("set", fill_set, 5_000),
+    ("hash", fill_hash, 5_000),
 ];
 
 fn stat(c: &mut redis::Connection, field: &str) -> u64 {
