@@ -15,6 +15,7 @@ mod keyspec;
 mod list;
 mod server;
 mod set;
+mod sort;
 mod sources;
 mod strings;
 mod zset;
@@ -33,6 +34,10 @@ pub mod zset_api {
         parse_blocking_pop, write_blocking_pop, BlockingPop, Popped, ZaddError, ZaddFlags,
         ZaddOutcome, ZADD_NAN,
     };
+}
+/// What a server needs to run SORT over several shards.
+pub mod sort_api {
+    pub use super::sort::{has_patterns, referenced_keys};
 }
 /// INFO over several shards.
 pub mod server_api {
@@ -187,6 +192,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(hash::COMMANDS)
         .chain(list::COMMANDS)
         .chain(set::COMMANDS)
+        .chain(sort::COMMANDS)
 }
 
 struct Table {
