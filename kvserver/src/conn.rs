@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kvcore::commands::{self, flags, CommandSpec};
+use kvcore::commands::{self, flags, sort_api, CommandSpec};
 use kvcore::resp::parse::{Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
 use kvcore::Session;
@@ -96,6 +96,10 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     }
     if shard.n == 1 {
         return Route::Local(Some(spec), true);
+    }
+    // BY and GET patterns name keys that only the sorted elements tell.
+    if matches!(spec.name, "sort" | "sort_ro") && sort_api::has_patterns(args) {
+        return Route::Multi(spec);
     }
     let keys = spec.key_positions(args);
     let Some(&first) = keys.first() else {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_util::future::join_all;
-use kvcore::commands::{self, flags, CommandSpec};
+use kvcore::commands::{self, flags, sort_api, CommandSpec};
 use kvcore::resp::ReplyWriter;
 use kvcore::value::Value;
 use kvcore::{OpError, Session, SetOptions};
@@ -204,6 +204,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
                 Err(e) => w.error(e.message().as_bytes()),
             }
         }
+        "sort" | "sort_ro" => sort(shard, session, spec, args, w.out).await,
         _ => w.error(b"CROSSSLOT Keys in request don't hash to the same slot"),
     }
 }
@@ -356,8 +357,18 @@ async fn with_sources(
     // A key named twice (ZINTER 2 a a) travels once.
     source_keys.sort_unstable();
     source_keys.dedup();
-    let sources = plan(n, source_keys.into_iter());
-    let fetched = on_each(shard, &sources, move |sh, keys| {
+    let values = fetch(shard, db, source_keys).await;
+    let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    let reply = dispatch_on(shard, target, session, owned, values).await;
+    unlock_all(shard, db, &all, write).await;
+    out.extend_from_slice(&reply);
+}
+
+/// Clones of `keys`' values from the shards that own them (`None`: missing), for
+/// [`dispatch_on`].
+async fn fetch(shard: &Shard, db: usize, keys: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Option<Value>)> {
+    let p = plan(shard.n, keys.into_iter());
+    on_each(shard, &p, move |sh, keys| {
         let mut d = sh.db.borrow_mut();
         keys.into_iter()
             .map(|k| {
@@ -366,12 +377,71 @@ async fn with_sources(
             })
             .collect::<Vec<(Vec<u8>, Option<Value>)>>()
     })
-    .await;
-    let values: Vec<(Vec<u8>, Option<Value>)> = fetched.into_iter().flatten().collect();
-    let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
-    let reply = dispatch_on(shard, target, session, owned, values).await;
-    unlock_all(shard, db, &all, write).await;
-    out.extend_from_slice(&reply);
+    .await
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// SORT and SORT_RO whose keys may live on several shards. The keys that BY and GET patterns
+/// name depend on the sorted key's elements, so: read the elements, lock the sorted key, the
+/// destination and every named key, and read the elements again under the locks; if they now
+/// name a key that is not locked (a write came in between), unlock and start over with it
+/// added. Then the values of keys on other shards travel to the shard of the destination (this
+/// one, without STORE) and the command runs there on them, as in [`with_sources`].
+async fn sort(
+    shard: &Rc<Shard>,
+    session: &Session,
+    spec: &'static CommandSpec,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
+    let (db, n) = (session.db, shard.n);
+    let dest = spec.written_key_positions(args).first().copied();
+    let target = dest.map_or(shard.id, |i| route::shard_of(args[i], n));
+    let own: Vec<&[u8]> = spec.key_positions(args).iter().map(|&i| args[i]).collect();
+    let source = args[1].to_vec();
+    let elements_of =
+        |fetched: Vec<(Vec<u8>, Option<Value>)>| fetched.into_iter().next().and_then(|(_, v)| v);
+    let first = elements_of(fetch(shard, db, vec![source.clone()]).await);
+    let mut named = sort_api::referenced_keys(args, first.as_ref());
+    loop {
+        let mut keys: Vec<Vec<u8>> = own.iter().map(|k| k.to_vec()).collect();
+        keys.extend(named.iter().cloned());
+        keys.sort_unstable();
+        keys.dedup();
+        let all = plan(n, keys.into_iter());
+        lock_all(shard, db, &all, dest.is_some()).await;
+        let k = source.clone();
+        shard
+            .call(route::shard_of(&source, n), move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                d.sort_prepare(db, &k);
+            })
+            .await;
+        let value = elements_of(fetch(shard, db, vec![source.clone()]).await);
+        let now_named = sort_api::referenced_keys(args, value.as_ref());
+        if now_named.iter().any(|k| named.binary_search(k).is_err()) {
+            unlock_all(shard, db, &all, dest.is_some()).await;
+            named.extend(now_named);
+            named.sort_unstable();
+            named.dedup();
+            continue;
+        }
+        let mut travel: Vec<Vec<u8>> = std::iter::once(source.clone())
+            .chain(now_named)
+            .filter(|k| route::shard_of(k, n) != target)
+            .collect();
+        travel.sort_unstable();
+        travel.dedup();
+        let values = fetch(shard, db, travel).await;
+        let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let reply = dispatch_on(shard, target, session, owned, values).await;
+        unlock_all(shard, db, &all, dest.is_some()).await;
+        out.extend_from_slice(&reply);
+        return;
+    }
 }
 
 /// LMOVE (RPOPLPUSH, a served BLMOVE) from `src` to `dst`, wherever they live, atomic as seen

@@ -26,6 +26,27 @@ fn numkeys(a: &[&[u8]], at: usize) -> KeyIndices {
     (at + 1..at + 1 + n as usize).collect()
 }
 
+/// The destination of SORT ... STORE key, if any (the last one given). Options are read in
+/// order, skipping their arguments, so a key or pattern spelled "STORE" is not taken for one.
+fn sort_store_key(a: &[&[u8]]) -> Option<usize> {
+    let mut found = None;
+    let mut i = 2;
+    while i < a.len() {
+        let left = a.len() - i - 1;
+        if args::is(a[i], "LIMIT") && left >= 2 {
+            i += 3;
+        } else if (args::is(a[i], "BY") || args::is(a[i], "GET")) && left >= 1 {
+            i += 2;
+        } else if args::is(a[i], "STORE") && left >= 1 {
+            found = Some(i + 1);
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
 /// The destination of GEORADIUS[BYMEMBER] ... STORE|STOREDIST key, if any (the last one given).
 fn geo_store_key(a: &[&[u8]]) -> Option<usize> {
     let mut found = None;
@@ -61,6 +82,14 @@ impl CommandSpec {
                 numkeys(args, 1)
             }
             "bzmpop" | "blmpop" => numkeys(args, 2),
+            "sort" => {
+                let mut v = KeyIndices::new();
+                if args.len() > 1 {
+                    v.push(1);
+                }
+                v.extend(sort_store_key(args));
+                v
+            }
             "georadius" | "georadiusbymember" => {
                 let mut v = KeyIndices::new();
                 if args.len() > 1 {
@@ -93,6 +122,7 @@ impl CommandSpec {
             }
             "copy" if args.len() > 2 => SmallVec::from_slice(&[2]),
             "georadius" | "georadiusbymember" => geo_store_key(args).into_iter().collect(),
+            "sort" => sort_store_key(args).into_iter().collect(),
             _ if self.has(WRITE) => self.key_positions(args),
             _ => KeyIndices::new(),
         }
@@ -157,5 +187,12 @@ mod tests {
         assert_eq!(keys("SMOVE a b m"), (vec![1, 2], vec![1, 2]));
         assert_eq!(keys("LMPOP 2 a b LEFT"), (vec![2, 3], vec![2, 3]));
         assert_eq!(keys("BLMPOP 0 1 a LEFT"), (vec![3], vec![3]));
+        assert_eq!(keys("SORT s"), (vec![1], vec![]));
+        assert_eq!(
+            keys("SORT s BY w_* LIMIT 0 5 GET # STORE d"),
+            (vec![1, 10], vec![10])
+        );
+        assert_eq!(keys("SORT s GET STORE"), (vec![1], vec![]));
+        assert_eq!(keys("SORT_RO s BY w_*"), (vec![1], vec![]));
     }
 }

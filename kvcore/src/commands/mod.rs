@@ -16,6 +16,7 @@ mod keyspec;
 mod list;
 mod server;
 mod set;
+mod sort;
 mod sources;
 mod strings;
 mod zset;
@@ -38,6 +39,10 @@ pub mod zset_api {
 /// Set lookups other families share (sorted-set algebra reads plain sets).
 pub(crate) mod set_api {
     pub(crate) use super::set::get_set;
+}
+/// What a server needs to run SORT over several shards.
+pub mod sort_api {
+    pub use super::sort::{has_patterns, referenced_keys};
 }
 /// INFO over several shards.
 pub mod server_api {
@@ -192,6 +197,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(hash::COMMANDS)
         .chain(list::COMMANDS)
         .chain(set::COMMANDS)
+        .chain(sort::COMMANDS)
 }
 
 struct Table {

@@ -101,3 +101,32 @@ fn smove_across_shards_is_atomic() {
         m.join().unwrap();
     }
 }
+
+/// SORT whose BY and GET patterns name keys on every shard answers as on one shard.
+#[test]
+fn sort_with_patterns_over_keys_of_every_shard() {
+    let mut replies = Vec::new();
+    for threads in ["1", "3"] {
+        let server = Server::start(&["--threads", threads]);
+        let mut c = server.raw();
+        call(&mut c, "RPUSH ids 1 2 3 4 5 6");
+        for i in 1..=6 {
+            call(&mut c, &format!("SET weight_{i} {}", (i * 7) % 6));
+            call(&mut c, &format!("HSET obj_{i} name n{i}"));
+        }
+        let script = [
+            "SORT ids BY weight_* GET # GET obj_*->name",
+            "SORT ids BY weight_* DESC LIMIT 1 3 GET obj_*->name",
+            "SORT ids BY weight_* GET obj_*->name STORE sorted",
+            "LRANGE sorted 0 -1",
+            "SORT_RO ids BY nosort GET weight_*",
+        ];
+        replies.push(script.iter().map(|l| call(&mut c, l)).collect::<Vec<_>>());
+    }
+    assert_eq!(replies[0], replies[1]);
+    assert!(
+        replies[0][0].starts_with("*12\r\n$1\r\n6\r\n$2\r\nn6\r\n"),
+        "{}",
+        replies[0][0]
+    );
+}

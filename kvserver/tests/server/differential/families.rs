@@ -805,6 +805,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 8,
     },
     Family {
+        name: "sort",
+        commands: super::sort::SORTS,
+        weight: 4,
+    },
+    Family {
         name: "keys",
         commands: KEYS,
         weight: 6,
@@ -853,9 +858,11 @@ pub fn generate(r: &mut Rng) -> Cmd {
     let mut c = family.commands[r.below(family.commands.len())](r);
     // A plain HELLO answers the connection id, which differs between the servers.
     if r.chance(3) && !c[0].eq_ignore_ascii_case(b"HELLO") {
-        // (Not SPOP k or SRANDMEMBER k: without their count they pick at random.)
-        let random_without_count =
-            c[0].eq_ignore_ascii_case(b"SPOP") || c[0].eq_ignore_ascii_case(b"SRANDMEMBER");
+        // (Not SPOP k, SRANDMEMBER k or HRANDFIELD k: without their count they pick at
+        // random.)
+        let random_without_count = [&b"SPOP"[..], b"SRANDMEMBER", b"HRANDFIELD"]
+            .iter()
+            .any(|n| c[0].eq_ignore_ascii_case(n));
         if r.chance(50) && c.len() > 1 && !random_without_count {
             c.pop();
         } else if !c[0].eq_ignore_ascii_case(b"ZRANK") && !c[0].eq_ignore_ascii_case(b"ZREVRANK") {

@@ -22,6 +22,7 @@ mod families;
 mod hashes;
 mod lists;
 mod sets;
+mod sort;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
