@@ -89,7 +89,11 @@ fn alpha_by_weights_and_get_patterns() {
         "*6\r\n$1\r\n1\r\n$3\r\none\r\n$1\r\n2\r\n$-1\r\n$1\r\n3\r\n$5\r\nthree\r\n"
     );
     assert_eq!(
-        run(&mut db, &mut s, "SORT l BY w_* GET h_*->name ALPHA STORE out"),
+        run(
+            &mut db,
+            &mut s,
+            "SORT l BY w_* GET h_*->name ALPHA STORE out"
+        ),
         ":3\r\n"
     );
     assert_eq!(
