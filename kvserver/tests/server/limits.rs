@@ -170,3 +170,38 @@ fn hostile_lengths_keep_memory_bounded() {
     let mut ok = server.raw();
     assert_eq!(call(&mut ok, "PING"), "+PONG\r\n");
 }
+
+/// SMEMBERS of a big set to a client whose output limit is small: that client is closed, the
+/// set and every other client are untouched.
+#[test]
+fn a_huge_reply_over_the_output_limit_closes_only_its_client() {
+    let server = Server::start(&[
+        "--threads",
+        "2",
+        "--client-output-buffer-limit",
+        "normal",
+        "1mb",
+        "256kb",
+        "1",
+    ]);
+    let mut setup = server.raw();
+    // 200,000 members: a reply of about 3 MB.
+    for chunk in 0..20 {
+        let members: Vec<String> = (0..10_000)
+            .map(|i| format!("member:{}", chunk * 10_000 + i))
+            .collect();
+        let r = call(&mut setup, &format!("SADD big {}", members.join(" ")));
+        assert_eq!(r, ":10000\r\n");
+    }
+    let mut greedy = server.raw();
+    greedy.write_all(&cmd("SMEMBERS big")).unwrap();
+    let mut got = Vec::new();
+    let _ = greedy.read_to_end(&mut got);
+    assert!(
+        got.len() < 3_000_000,
+        "the whole reply arrived ({} bytes)",
+        got.len()
+    );
+    assert_eq!(call(&mut setup, "SCARD big"), ":200000\r\n");
+    assert_eq!(call(&mut setup, "PING"), "+PONG\r\n");
+}
