@@ -111,6 +111,11 @@ pub fn pipeline(c: &mut TcpStream, cmds: &[Vec<String>]) -> Vec<u8> {
 
 /// INFO `used_memory` of the server.
 pub fn used_memory(c: &mut TcpStream) -> usize {
+    memory_field(c, "used_memory")
+}
+
+/// A numeric field of the server's INFO memory.
+pub fn memory_field(c: &mut TcpStream, field: &str) -> usize {
     c.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nmemory\r\n")
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
@@ -118,7 +123,7 @@ pub fn used_memory(c: &mut TcpStream) -> usize {
     let n = c.read(&mut buf).unwrap();
     let text = String::from_utf8_lossy(&buf[..n]);
     text.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
         .unwrap()
 }

@@ -4,6 +4,7 @@
 mod basics;
 mod blocking;
 mod blocking_lists;
+mod collection_rss;
 mod differential;
 mod hostile;
 mod lazyfree;

@@ -1,0 +1,182 @@
+//! Resident memory per element of hashes, sets and lists in the real server (mimalloc, one
+//! shard) against redis-server, same data, same client: the RSS each process gains. Run by
+//! hand: `cargo test --release -p kvserver --test server collection_rss -- --ignored --nocapture`
+//! (`KV_MEM_SHAPE=name` runs one shape).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::{encode, Server};
+
+fn val16(i: usize) -> String {
+    format!("v{i:015}")
+}
+
+/// Name, elements, the bar (fraction of Redis's bytes), and the commands.
+fn shapes() -> Vec<(&'static str, usize, f64, Box<dyn Fn() -> Vec<Vec<String>>>)> {
+    let s = |x: &str| x.to_string();
+    vec![
+        (
+            "100k hashes x 10 fields, 16-byte values",
+            1_000_000,
+            0.8,
+            Box::new(move || {
+                (0..100_000)
+                    .map(|k| {
+                        let mut c = vec![s("HSET"), format!("h:{k}")];
+                        for j in 0..10 {
+                            c.push(format!("field{j}"));
+                            c.push(val16(k * 10 + j));
+                        }
+                        c
+                    })
+                    .collect()
+            }),
+        ),
+        (
+            "100k sets x 10 small integers",
+            1_000_000,
+            0.8,
+            Box::new(move || {
+                (0..100_000)
+                    .map(|k| {
+                        let mut c = vec![s("SADD"), format!("si:{k}")];
+                        c.extend((0..10).map(|j| (j * 7 + k % 100).to_string()));
+                        c
+                    })
+                    .collect()
+            }),
+        ),
+        (
+            "100k sets x 10 short strings",
+            1_000_000,
+            0.8,
+            Box::new(move || {
+                (0..100_000)
+                    .map(|k| {
+                        let mut c = vec![s("SADD"), format!("ss:{k}")];
+                        c.extend((0..10).map(|j| format!("tag:{j}:{}", k % 50)));
+                        c
+                    })
+                    .collect()
+            }),
+        ),
+        (
+            "1 list x 10M 16-byte elements",
+            10_000_000,
+            0.9,
+            Box::new(move || {
+                (0..100_000)
+                    .map(|b| {
+                        let mut c = vec![s("RPUSH"), s("biglist")];
+                        c.extend((0..100).map(|j| val16(b * 100 + j)));
+                        c
+                    })
+                    .collect()
+            }),
+        ),
+        (
+            "1 hash x 1M fields, 16-byte values",
+            1_000_000,
+            0.9,
+            Box::new(move || {
+                (0..10_000)
+                    .map(|b| {
+                        let mut c = vec![s("HSET"), s("bighash")];
+                        for j in 0..100 {
+                            c.push(format!("f:{}", b * 100 + j));
+                            c.push(val16(b * 100 + j));
+                        }
+                        c
+                    })
+                    .collect()
+            }),
+        ),
+    ]
+}
+
+/// Sends `cmds` pipelined in chunks, reading every reply (each one line here).
+fn load(port: u16, cmds: &[Vec<String>]) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    for chunk in cmds.chunks(100) {
+        let mut req = Vec::new();
+        for c in chunk {
+            let args: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
+            req.extend(encode(&args));
+        }
+        s.write_all(&req).unwrap();
+        let mut lines = 0;
+        while lines < chunk.len() {
+            let n = s.read(&mut buf).unwrap();
+            lines += buf[..n].iter().filter(|&&b| b == b'\n').count();
+        }
+    }
+}
+
+fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[test]
+#[ignore = "slow; run by hand with --release --ignored --nocapture"]
+fn collection_rss_vs_redis() {
+    let only = std::env::var("KV_MEM_SHAPE").ok();
+    for (name, elements, bar, build) in shapes() {
+        if only.as_deref().is_some_and(|o| !name.contains(o)) {
+            continue;
+        }
+        let cmds = build();
+        let ours = Server::start(&["--threads", "1"]);
+        let before = ours.rss_kib() * 1024;
+        load(ours.port, &cmds);
+        std::thread::sleep(Duration::from_millis(200));
+        let ours_bytes = (ours.rss_kib() * 1024).saturating_sub(before) as f64;
+        drop(ours);
+
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut redis = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(std::env::temp_dir())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let before = rss_of(redis.id());
+        load(port, &cmds);
+        std::thread::sleep(Duration::from_millis(200));
+        let redis_bytes = rss_of(redis.id()).saturating_sub(before) as f64;
+        let _ = redis.kill();
+        let _ = redis.wait();
+        let n = elements as f64;
+        println!(
+            "{name}: RSS growth per element: ours {:.1} B, redis {:.1} B, {:.2}x (bar {bar}x)",
+            ours_bytes / n,
+            redis_bytes / n,
+            ours_bytes / redis_bytes
+        );
+    }
+}
