@@ -81,12 +81,7 @@ impl Db {
         // The type first: a wrong type creates nothing.
         get_hash(self, dbi, key)?;
         let h = hash_or_new(self, dbi, key)?;
-        let longest = pairs.iter().map(|a| a.len()).max().unwrap_or(0);
-        h.prepare(limits, pairs.len() / 2, longest);
-        Ok(pairs
-            .chunks_exact(2)
-            .filter(|p| h.set(limits, p[0], p[1]))
-            .count())
+        Ok(h.set_many(limits, pairs))
     }
 
     /// HDEL: removes `fields`; returns how many were there. An emptied hash is deleted.

@@ -208,6 +208,41 @@ impl Hash {
         }
     }
 
+    /// Sets every `(field, value)` of `pairs` (field, value, field, value ...) in order, as
+    /// that many [`Hash::set`]s would; returns how many fields were new. A listpack takes the
+    /// new fields in one append (one reallocation, not one per field).
+    pub fn set_many(&mut self, limits: Limits, pairs: &[&[u8]]) -> usize {
+        let longest = pairs.iter().map(|a| a.len()).max().unwrap_or(0);
+        self.prepare(limits, pairs.len() / 2, longest);
+        let Hash::Pack(lp) = self else {
+            return pairs
+                .chunks_exact(2)
+                .filter(|p| self.set(limits, p[0], p[1]))
+                .count();
+        };
+        let mut new: Vec<&[u8]> = Vec::new();
+        for p in pairs.chunks_exact(2) {
+            if let Some(at) = find(lp, p[0]) {
+                if let Some(v) = lp.next(at) {
+                    lp.replace(v, p[1]);
+                }
+            } else if let Some(i) = new.chunks_exact(2).position(|q| q[0] == p[0]) {
+                new[2 * i + 1] = p[1];
+            } else {
+                new.extend([p[0], p[1]]);
+            }
+        }
+        let added = new.len() / 2;
+        if added > 0 {
+            let end = lp.end();
+            lp.insert_at(end, &new);
+            if lp.len() / 2 > limits.max_entries {
+                self.convert();
+            }
+        }
+        added
+    }
+
     /// Removes `field`; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match self {

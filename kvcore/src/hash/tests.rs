@@ -25,8 +25,19 @@ proptest! {
         let mut m: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
         for (op, f, v) in ops {
             match op {
-                0 | 1 => {
+                0 => {
                     prop_assert_eq!(h.set(limits, &f, &v), m.insert(f.clone(), v.clone()).is_none());
+                }
+                1 => {
+                    // Two pairs at once, the second sometimes on the same field.
+                    let f2 = if v.len() % 2 == 0 { f.clone() } else { v.clone() };
+                    let mut want = 0;
+                    for (a, b) in [(&f, &v), (&f2, &f)] {
+                        if m.insert(a.clone(), b.clone()).is_none() {
+                            want += 1;
+                        }
+                    }
+                    prop_assert_eq!(h.set_many(limits, &[&f, &v, &f2, &f]), want);
                 }
                 _ => prop_assert_eq!(h.remove(&f), m.remove(&f).is_some()),
             }
