@@ -14,8 +14,10 @@ fn val16(i: usize) -> String {
     format!("v{i:015}")
 }
 
-/// Name, elements, the bar (fraction of Redis's bytes), and the commands.
-fn shapes() -> Vec<(&'static str, usize, f64, Box<dyn Fn() -> Vec<Vec<String>>>)> {
+/// Name, elements, the bar (fraction of Redis's bytes), and what builds the commands.
+type Shape = (&'static str, usize, f64, Box<dyn Fn() -> Vec<Vec<String>>>);
+
+fn shapes() -> Vec<Shape> {
     let s = |x: &str| x.to_string();
     vec![
         (
