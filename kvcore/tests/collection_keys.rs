@@ -2,20 +2,9 @@
 //! SWAPDB, SCAN TYPE, MEMORY USAGE, DEL, UNLINK, RANDOMKEY, and WRONGTYPE between every pair
 //! of types.
 
-use kvcore::{Clock, Db, Session};
+mod script;
 
-fn run(db: &mut Db, s: &mut Session, line: &str) -> String {
-    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-    let mut out = Vec::new();
-    db.dispatch(s, &args, &mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn setup() -> (Db, Session) {
-    let mut db = Db::new();
-    db.set_clock(Clock::Manual(1_700_000_000_000));
-    (db, Session::default())
-}
+use script::{run, setup};
 
 /// One key of each type: (key, creating command, TYPE name, a read that checks the type).
 const KINDS: &[(&str, &str, &str, &str)] = &[

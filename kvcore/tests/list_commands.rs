@@ -1,20 +1,9 @@
 //! List commands where Redis 7.2/7.4 answer differently from the 7.0.15 at hand (so the
 //! differential run cannot check them), and encoding conversions at run-time thresholds.
 
-use kvcore::{Clock, Db, Session};
+mod script;
 
-fn run(db: &mut Db, s: &mut Session, line: &str) -> String {
-    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-    let mut out = Vec::new();
-    db.dispatch(s, &args, &mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn setup() -> (Db, Session) {
-    let mut db = Db::new();
-    db.set_clock(Clock::Manual(1_700_000_000_000));
-    (db, Session::default())
-}
+use script::{run, setup};
 
 /// Redis 7.2+: a small list is one listpack, a big one a quicklist, and it turns back into a
 /// listpack once it shrinks to half the limit (7.0 says quicklist for every list).

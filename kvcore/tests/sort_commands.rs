@@ -1,14 +1,9 @@
 //! SORT cases the differential run leaves out (BY nosort, ALPHA with BY), checked against the
 //! replies Redis's `sortCommandGeneric` gives.
 
-use kvcore::{Clock, Db, Session};
+mod script;
 
-fn run(db: &mut Db, s: &mut Session, line: &str) -> String {
-    let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-    let mut out = Vec::new();
-    db.dispatch(s, &args, &mut out);
-    String::from_utf8_lossy(&out).into_owned()
-}
+use script::{run, setup};
 
 fn bulks(items: &[&str]) -> String {
     let mut s = format!("*{}\r\n", items.len());
@@ -16,12 +11,6 @@ fn bulks(items: &[&str]) -> String {
         s.push_str(&format!("${}\r\n{i}\r\n", i.len()));
     }
     s
-}
-
-fn setup() -> (Db, Session) {
-    let mut db = Db::new();
-    db.set_clock(Clock::Manual(1_700_000_000_000));
-    (db, Session::default())
 }
 
 #[test]

@@ -444,6 +444,32 @@ async fn sort(
     }
 }
 
+/// Locks one key on each of two different shards, exclusively, in ascending shard order (the
+/// order every command spanning shards locks in); returns what [`unlock_two`] releases.
+async fn lock_two(
+    shard: &Shard,
+    db: usize,
+    a: (usize, &[u8]),
+    b: (usize, &[u8]),
+) -> [(usize, Vec<LockKey>); 2] {
+    let on = |(s, k): (usize, &[u8])| (s, vec![(db, k.to_vec())]);
+    let order = if a.0 <= b.0 {
+        [on(a), on(b)]
+    } else {
+        [on(b), on(a)]
+    };
+    for (s, keys) in &order {
+        shard.lock(*s, keys.clone(), true).await;
+    }
+    order
+}
+
+async fn unlock_two(shard: &Shard, order: [(usize, Vec<LockKey>); 2]) {
+    for (s, keys) in order {
+        shard.unlock(s, keys, true).await;
+    }
+}
+
 /// LMOVE (RPOPLPUSH, a served BLMOVE) from `src` to `dst`, wherever they live, atomic as seen
 /// by other clients: both keys locked, the source looked at first (missing: `None`, whatever
 /// the destination holds, as Redis answers), then the destination's type (a wrong type moves
@@ -472,15 +498,7 @@ pub async fn list_move_across(
             })
             .await;
     }
-    let on = |s: usize, k: &Vec<u8>| (s, vec![(db, k.clone())]);
-    let order = if ss <= ds {
-        [on(ss, &src), on(ds, &dst)]
-    } else {
-        [on(ds, &dst), on(ss, &src)]
-    };
-    for (s, keys) in &order {
-        shard.lock(*s, keys.clone(), true).await;
-    }
+    let order = lock_two(shard, db, (ss, &src), (ds, &dst)).await;
     let moved = async {
         let k = src.clone();
         let has = shard
@@ -524,9 +542,7 @@ pub async fn list_move_across(
         Ok(Some(v))
     }
     .await;
-    for (s, keys) in order {
-        shard.unlock(s, keys, true).await;
-    }
+    unlock_two(shard, order).await;
     moved
 }
 
@@ -543,15 +559,7 @@ async fn set_move_across(
     let n = shard.n;
     let (src, dst, m) = (src.to_vec(), dst.to_vec(), member.to_vec());
     let (ss, ds) = (route::shard_of(&src, n), route::shard_of(&dst, n));
-    let on = |s: usize, k: &Vec<u8>| (s, vec![(db, k.clone())]);
-    let order = if ss <= ds {
-        [on(ss, &src), on(ds, &dst)]
-    } else {
-        [on(ds, &dst), on(ss, &src)]
-    };
-    for (s, keys) in &order {
-        shard.lock(*s, keys.clone(), true).await;
-    }
+    let order = lock_two(shard, db, (ss, &src), (ds, &dst)).await;
     let moved = async {
         let look = |s: usize, k: Vec<u8>, m: Vec<u8>| {
             shard.call(s, move |sh: &Shard| {
@@ -582,9 +590,7 @@ async fn set_move_across(
         Ok(true)
     }
     .await;
-    for (s, keys) in order {
-        shard.unlock(s, keys, true).await;
-    }
+    unlock_two(shard, order).await;
     moved
 }
 
