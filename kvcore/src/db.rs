@@ -100,6 +100,9 @@ pub struct Db {
     rng: u64,
     embedded: Session,
     scratch: Vec<u8>,
+    /// Per database, keys seen holding a hash with field deadlines: the active cycle purges
+    /// them (stale names are dropped when found).
+    pub(crate) hash_ttl_keys: Vec<std::collections::HashSet<Box<[u8]>>>,
 }
 
 impl Default for Db {
@@ -134,6 +137,7 @@ impl Db {
             rng: 0x9e37_79b9_7f4a_7c15,
             embedded,
             scratch: Vec::new(),
+            hash_ttl_keys: (0..n).map(|_| std::collections::HashSet::new()).collect(),
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -282,6 +286,7 @@ impl Db {
                 break;
             }
         }
+        self.purge_hash_fields(20);
         expired
     }
 }

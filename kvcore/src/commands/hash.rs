@@ -39,6 +39,23 @@ pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[
     cmd!("hgetall", 2, READONLY, 1, 1, 1, hgetall),
     cmd!("hrandfield", -2, READONLY, 1, 1, 1, hrandfield),
     cmd!("hscan", -3, READONLY, 1, 1, 1, hscan),
+    cmd!("hexpire", -6, WRITE | DENYOOM | FAST, 1, 1, 1, hexpire),
+    cmd!("hpexpire", -6, WRITE | DENYOOM | FAST, 1, 1, 1, hpexpire),
+    cmd!("hexpireat", -6, WRITE | DENYOOM | FAST, 1, 1, 1, hexpireat),
+    cmd!(
+        "hpexpireat",
+        -6,
+        WRITE | DENYOOM | FAST,
+        1,
+        1,
+        1,
+        hpexpireat
+    ),
+    cmd!("httl", -5, READONLY | FAST, 1, 1, 1, httl),
+    cmd!("hpttl", -5, READONLY | FAST, 1, 1, 1, hpttl),
+    cmd!("hexpiretime", -5, READONLY | FAST, 1, 1, 1, hexpiretime),
+    cmd!("hpexpiretime", -5, READONLY | FAST, 1, 1, 1, hpexpiretime),
+    cmd!("hpersist", -5, WRITE | FAST, 1, 1, 1, hpersist),
 ];
 
 /// The encoding limits from the configuration.
@@ -49,8 +66,31 @@ pub(crate) fn limits(db: &Db) -> Limits {
     }
 }
 
+/// Removes the expired fields of the hash at `key` (and the key, when that empties it) before
+/// a command uses it, and remembers a hash with deadlines for the active cycle. Costs one
+/// atomic load until some field of the process has had a deadline.
+fn purge_fields(db: &mut Db, dbi: usize, key: &[u8]) {
+    if !crate::hash::field_ttls_used() {
+        return;
+    }
+    let now = db.now;
+    let (emptied, has_ttls) = match db.dbs[dbi].get_mut(key, now) {
+        Some(Value::Hash(h)) if h.has_ttls() => {
+            h.purge(now);
+            (h.is_empty(), h.has_ttls())
+        }
+        _ => return,
+    };
+    if emptied {
+        db.dbs[dbi].remove(key, now);
+    } else if has_ttls && !db.hash_ttl_keys[dbi].contains(key) {
+        db.hash_ttl_keys[dbi].insert(key.into());
+    }
+}
+
 /// The hash at `key`: `Ok(None)` when missing, WRONGTYPE for another type.
 pub(crate) fn get_hash<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&'a Hash>> {
+    purge_fields(db, dbi, key);
     let now = db.now;
     match db.dbs[dbi].get(key, now) {
         None => Ok(None),
@@ -86,6 +126,7 @@ impl Db {
 
     /// HDEL: removes `fields`; returns how many were there. An emptied hash is deleted.
     pub fn hash_del(&mut self, dbi: usize, key: &[u8], fields: &[&[u8]]) -> OpResult<usize> {
+        purge_fields(self, dbi, key);
         let now = self.now;
         let n = match self.dbs[dbi].get_mut(key, now) {
             None => return Ok(0),
@@ -97,6 +138,28 @@ impl Db {
             self.dbs[dbi].remove(key, now);
         }
         Ok(n)
+    }
+
+    /// The active cycle's share for hash fields: purges up to `max` of the hashes known to
+    /// hold field deadlines, in each database; forgets names that no longer hold one.
+    pub(crate) fn purge_hash_fields(&mut self, max: usize) {
+        if !crate::hash::field_ttls_used() {
+            return;
+        }
+        for dbi in 0..self.dbs.len() {
+            let keys: Vec<Box<[u8]>> = self.hash_ttl_keys[dbi].iter().take(max).cloned().collect();
+            for k in keys {
+                purge_fields(self, dbi, &k);
+                let now = self.now;
+                let keep = matches!(
+                    self.dbs[dbi].get(&k, now).map(|n| &n.value),
+                    Some(Value::Hash(h)) if h.has_ttls()
+                );
+                if !keep {
+                    self.hash_ttl_keys[dbi].remove(&k);
+                }
+            }
+        }
     }
 
     /// HGET: the value of `field`.
@@ -194,6 +257,27 @@ fn hexists(c: &mut Ctx<'_>, a: &[&[u8]]) {
     }
 }
 
+/// Sets one field as HINCRBY does: its deadline, if any, stays (HSET would clear it).
+fn set_keeping_deadline(
+    db: &mut Db,
+    dbi: usize,
+    key: &[u8],
+    field: &[u8],
+    value: &[u8],
+) -> OpResult<()> {
+    let kept = get_hash(db, dbi, key)?
+        .and_then(|h| h.field_deadline(field))
+        .flatten();
+    db.hash_set(dbi, key, &[field, value])?;
+    if let Some(at) = kept {
+        let now = db.now;
+        if let Some(Value::Hash(h)) = db.dbs[dbi].get_mut(key, now) {
+            h.set_field_deadline(field, Some(at));
+        }
+    }
+    Ok(())
+}
+
 fn hincrby(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let by = match args::int(a[3]) {
         Ok(n) => n,
@@ -215,7 +299,7 @@ fn hincrby(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return reply_err(&mut c.out, OpError::Overflow);
     };
     let text = itoa::Buffer::new().format(new).as_bytes().to_vec();
-    match c.db.hash_set(dbi, a[1], &[a[2], &text]) {
+    match set_keeping_deadline(c.db, dbi, a[1], a[2], &text) {
         Ok(_) => c.out.int(new),
         Err(e) => reply_err(&mut c.out, e),
     }
@@ -247,7 +331,7 @@ fn hincrbyfloat(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return reply_err(&mut c.out, OpError::NanOrInfinity);
     };
     let text = sum.to_human();
-    match c.db.hash_set(dbi, a[1], &[a[2], &text]) {
+    match set_keeping_deadline(c.db, dbi, a[1], a[2], &text) {
         Ok(_) => c.out.bulk(&text),
         Err(e) => reply_err(&mut c.out, e),
     }
@@ -440,5 +524,211 @@ fn hscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
         if !novalues {
             c.out.bulk(v);
         }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Field expiry (Redis 7.4): HEXPIRE HPEXPIRE HEXPIREAT HPEXPIREAT, HTTL HPTTL HEXPIRETIME
+// HPEXPIRETIME, HPERSIST
+// ---------------------------------------------------------------------------------------------
+
+/// The largest deadline a field may get (Redis's `HFE_MAX_ABS_TIME_MSEC`).
+const MAX_DEADLINE_MS: i64 = 0x0000_FFFF_FFFF_FFFF >> 2;
+
+/// `FIELDS numfields field...` from `a[at - 1]`: the fields, or Redis's error line.
+fn fields_at<'a, 'b>(
+    a: &'a [&'b [u8]],
+    at: usize,
+    count_error: &'static [u8],
+) -> Result<&'a [&'b [u8]], &'static [u8]> {
+    if !a.get(at - 1).is_some_and(|w| args::is(w, "FIELDS")) {
+        return Err(b"ERR Mandatory argument FIELDS is missing or not at the right position");
+    }
+    let n = match a.get(at).map(|n| args::int(n)) {
+        Some(Ok(n)) if n >= 1 => n,
+        _ => return Err(count_error),
+    };
+    if n != (a.len() - at - 1) as i64 {
+        return Err(b"ERR The `numfields` parameter must match the number of arguments");
+    }
+    Ok(&a[at + 1..])
+}
+
+/// HEXPIRE and its forms: `relative` adds the clock, `ms` reads milliseconds.
+fn hexpire_generic(c: &mut Ctx<'_>, a: &[&[u8]], relative: bool, ms: bool) {
+    let dbi = c.session.db;
+    if let Err(e) = get_hash(c.db, dbi, a[1]) {
+        return reply_err(&mut c.out, e);
+    }
+    let mut at = match args::int(a[2]) {
+        Ok(n) => n,
+        Err(e) => return reply_err(&mut c.out, e),
+    };
+    if at < 0 {
+        return c.out.error(b"ERR invalid expire time, must be >= 0");
+    }
+    let name = a[0].to_ascii_lowercase();
+    let bad_time = |c: &mut Ctx<'_>| {
+        let mut m = b"ERR invalid expire time in '".to_vec();
+        m.extend_from_slice(&name);
+        m.extend_from_slice(b"' command");
+        c.out.error(&m);
+    };
+    if !ms {
+        if at > MAX_DEADLINE_MS / 1000 {
+            return bad_time(c);
+        }
+        at *= 1000;
+    }
+    let base = if relative { c.db.now as i64 } else { 0 };
+    if at > MAX_DEADLINE_MS - base {
+        return bad_time(c);
+    }
+    at += base;
+    // NX | XX | GT | LT, then FIELDS.
+    let cond = [b"NX", b"XX", b"GT", b"LT"]
+        .into_iter()
+        .position(|w| args::is(a[3], std::str::from_utf8(w).unwrap_or_default()));
+    let fields_at_idx = if cond.is_some() { 5 } else { 4 };
+    let fields = match fields_at(
+        a,
+        fields_at_idx,
+        b"ERR Parameter `numFields` should be greater than 0",
+    ) {
+        Ok(f) => f,
+        Err(m) => return c.out.error(m),
+    };
+    let now = c.db.now;
+    let at = at as u64;
+    c.out.array_len(fields.len());
+    let Some(Value::Hash(h)) = c.db.dbs[dbi].get_mut(a[1], now) else {
+        for _ in fields {
+            c.out.int(-2);
+        }
+        return;
+    };
+    let mut deleted = false;
+    for f in fields {
+        let code = match h.field_deadline(f) {
+            None => -2,
+            Some(old) => {
+                let allowed = match (cond, old) {
+                    (Some(0), Some(_)) => false,        // NX: only without a deadline
+                    (Some(1) | Some(2), None) => false, // XX, GT: only with one
+                    (Some(2), Some(o)) => at > o,       // GT
+                    (Some(3), Some(o)) => at < o,       // LT (none counts as infinite)
+                    _ => true,
+                };
+                if !allowed {
+                    0
+                } else if at <= now {
+                    h.remove(f);
+                    deleted = true;
+                    2
+                } else {
+                    h.set_field_deadline(f, Some(at));
+                    1
+                }
+            }
+        };
+        c.out.int(code);
+    }
+    if deleted && h.is_empty() {
+        c.db.dbs[dbi].remove(a[1], now);
+    } else {
+        purge_fields(c.db, dbi, a[1]);
+    }
+}
+
+fn hexpire(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    hexpire_generic(c, a, true, false);
+}
+
+fn hpexpire(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    hexpire_generic(c, a, true, true);
+}
+
+fn hexpireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    hexpire_generic(c, a, false, false);
+}
+
+fn hpexpireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    hexpire_generic(c, a, false, true);
+}
+
+/// HTTL and its forms: `relative` subtracts the clock, `ms` answers in milliseconds.
+fn httl_generic(c: &mut Ctx<'_>, a: &[&[u8]], relative: bool, ms: bool) {
+    let dbi = c.session.db;
+    let now = c.db.now as i64;
+    let h = match get_hash(c.db, dbi, a[1]) {
+        Err(e) => return reply_err(&mut c.out, e),
+        Ok(h) => h,
+    };
+    let fields = match fields_at(a, 3, b"ERR Number of fields must be a positive integer") {
+        Ok(f) => f,
+        Err(m) => return c.out.error(m),
+    };
+    c.out.array_len(fields.len());
+    for f in fields {
+        let code = match h.and_then(|h| h.field_deadline(f)) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(at)) => {
+                let at = at as i64;
+                let base = if relative { now } else { 0 };
+                if ms {
+                    at - base
+                } else {
+                    (at + 999 - base) / 1000
+                }
+            }
+        };
+        c.out.int(code);
+    }
+}
+
+fn httl(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    httl_generic(c, a, true, false);
+}
+
+fn hpttl(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    httl_generic(c, a, true, true);
+}
+
+fn hexpiretime(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    httl_generic(c, a, false, false);
+}
+
+fn hpexpiretime(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    httl_generic(c, a, false, true);
+}
+
+fn hpersist(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let dbi = c.session.db;
+    if let Err(e) = get_hash(c.db, dbi, a[1]) {
+        return reply_err(&mut c.out, e);
+    }
+    let fields = match fields_at(a, 3, b"ERR Number of fields must be a positive integer") {
+        Ok(f) => f,
+        Err(m) => return c.out.error(m),
+    };
+    let now = c.db.now;
+    c.out.array_len(fields.len());
+    let Some(Value::Hash(h)) = c.db.dbs[dbi].get_mut(a[1], now) else {
+        for _ in fields {
+            c.out.int(-2);
+        }
+        return;
+    };
+    for f in fields {
+        let code = match h.field_deadline(f) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(_)) => {
+                h.set_field_deadline(f, None);
+                1
+            }
+        };
+        c.out.int(code);
     }
 }

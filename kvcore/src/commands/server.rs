@@ -437,6 +437,7 @@ fn swapdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return c.out.error(b"ERR DB index is out of range");
     }
     c.db.dbs.swap(x as usize, y as usize);
+    c.db.hash_ttl_keys.swap(x as usize, y as usize);
     c.out.ok();
 }
 

@@ -13,6 +13,19 @@
 //! The conversion follows Redis's `hashTypeTryConversion`: before a write, more new fields
 //! than the entry limit, or any argument longer than the value limit, converts first; after
 //! it, more fields than the limit converts. A hash never converts back.
+//!
+//! # Field expiry (Redis 7.4)
+//!
+//! A field's deadline (Unix ms) lives in its table entry's deadline slot, and the table keeps
+//! an index of `(deadline, field)` so that [`Hash::purge`] removes the expired fields in order,
+//! in time proportional to how many expired. A listpack hash that gets its first deadline turns
+//! into a table (Redis 7.4 keeps it small as `listpackex`). A field is expired once the clock
+//! passes its deadline; setting a deadline at or before now deletes the field instead. HSET
+//! over a field clears its deadline. Commands purge a hash before they use it, so an expired
+//! field is never seen; the store's active cycle purges hashes that nobody reads.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::dict::{Dict, Link};
 use crate::keyspace::Thin;
@@ -49,14 +62,27 @@ pub enum Hash {
 #[derive(Default)]
 pub struct HashTable {
     dict: Dict<Thin<Box<[u8]>>>,
+    /// `(deadline, field)` of every field that has a deadline.
+    ttl: BTreeSet<(u64, Box<[u8]>)>,
+}
+
+/// Set once any field of any hash in the process gets a deadline: until then no hash can
+/// hold an expired field, and commands skip looking.
+static FIELD_TTLS_USED: AtomicBool = AtomicBool::new(false);
+
+/// Whether any hash field has ever had a deadline in this process.
+pub fn field_ttls_used() -> bool {
+    FIELD_TTLS_USED.load(Ordering::Relaxed)
 }
 
 impl Clone for HashTable {
     fn clone(&self) -> Self {
         let mut t = HashTable::default();
         for e in self.dict.iter() {
-            t.dict.insert_new(Thin::new(e.key(), e.value.clone(), 0));
+            let at = e.expire_at().unwrap_or(0);
+            t.dict.insert_new(Thin::new(e.key(), e.value.clone(), at));
         }
+        t.ttl = self.ttl.clone();
         t
     }
 }
@@ -87,7 +113,44 @@ impl std::fmt::Debug for HashTable {
 impl Drop for HashTable {
     fn drop(&mut self) {
         if self.dict.len() > crate::lazyfree::THRESHOLD {
-            crate::lazyfree::defer(std::mem::take(&mut self.dict));
+            let parts = (
+                std::mem::take(&mut self.dict),
+                std::mem::take(&mut self.ttl),
+            );
+            crate::lazyfree::defer(parts);
+        }
+    }
+}
+
+impl HashTable {
+    /// Sets the deadline of the existing entry `field` (0 clears it), keeping the index.
+    fn set_deadline(&mut self, field: &[u8], at: u64) {
+        let Some(e) = self.dict.get_mut(field) else {
+            return;
+        };
+        if let Some(old) = e.expire_at() {
+            self.ttl.remove(&(old, field.into()));
+        }
+        if !e.try_set_deadline(at) {
+            self.dict.replace_with(field, |old| {
+                let (value, _) = old.into_parts();
+                Thin::new(field, value, at)
+            });
+        }
+        if at != 0 {
+            self.ttl.insert((at, field.into()));
+        }
+    }
+
+    fn remove(&mut self, field: &[u8]) -> bool {
+        match self.dict.remove(field) {
+            Some(e) => {
+                if let Some(at) = e.expire_at() {
+                    self.ttl.remove(&(at, field.into()));
+                }
+                true
+            }
+            None => false,
         }
     }
 }
@@ -200,12 +263,64 @@ impl Hash {
             Hash::Table(t) => {
                 if let Some(e) = t.dict.get_mut(field) {
                     e.value = value.into();
+                    // Overwriting a field clears its deadline.
+                    if e.expire_at().is_some() {
+                        t.set_deadline(field, 0);
+                    }
                     return false;
                 }
                 t.dict.insert_new(Thin::new(field, value.into(), 0));
                 true
             }
         }
+    }
+
+    /// Whether any field has a deadline.
+    pub fn has_ttls(&self) -> bool {
+        matches!(self, Hash::Table(t) if !t.ttl.is_empty())
+    }
+
+    /// The deadline of `field`: `None` when there is no such field, `Some(None)` when it has
+    /// none.
+    pub fn field_deadline(&self, field: &[u8]) -> Option<Option<u64>> {
+        match self {
+            Hash::Pack(lp) => find(lp, field).map(|_| None),
+            Hash::Table(t) => t.dict.get(field).map(|e| e.expire_at()),
+        }
+    }
+
+    /// Sets (`Some`) or clears (`None`) the deadline of the existing `field`; false when there
+    /// is no such field. A listpack turns into a table to hold a deadline.
+    pub fn set_field_deadline(&mut self, field: &[u8], at: Option<u64>) -> bool {
+        if !self.contains(field) {
+            return false;
+        }
+        if at.is_some() {
+            FIELD_TTLS_USED.store(true, Ordering::Relaxed);
+            self.convert();
+        }
+        if let Hash::Table(t) = self {
+            t.set_deadline(field, at.unwrap_or(0));
+        }
+        true
+    }
+
+    /// Removes every field whose deadline is before `now`; returns how many.
+    pub fn purge(&mut self, now: u64) -> usize {
+        let Hash::Table(t) = self else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some((at, _)) = t.ttl.first() {
+            if *at >= now {
+                break;
+            }
+            if let Some((_, field)) = t.ttl.pop_first() {
+                t.dict.remove(&field);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Sets every `(field, value)` of `pairs` (field, value, field, value ...) in order, as
@@ -253,7 +368,7 @@ impl Hash {
                 }
                 None => false,
             },
-            Hash::Table(t) => t.dict.remove(field).is_some(),
+            Hash::Table(t) => t.remove(field),
         }
     }
 

@@ -83,3 +83,55 @@ fn converts_at_redis_limits() {
     assert_eq!(h.encoding(), "hashtable");
     assert_eq!(h.get(b"f"), Some(vec![b'v'; 64]));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Field deadlines against a model: a map of (value, deadline); the clock moves forward
+    /// and purge must remove exactly the fields whose deadline passed.
+    #[test]
+    fn field_deadlines_behave_like_a_model(
+        ops in proptest::collection::vec((0u8..5, bytes(), 0u64..50), 1..80),
+    ) {
+        let limits = Limits { max_entries: 4, max_value: 8 };
+        let mut h = Hash::default();
+        let mut m: HashMap<Vec<u8>, (Vec<u8>, Option<u64>)> = HashMap::new();
+        let mut now = 0u64;
+        for (op, f, t) in ops {
+            match op {
+                0 => {
+                    h.set(limits, &f, b"v");
+                    m.insert(f.clone(), (b"v".to_vec(), None));
+                }
+                1 => {
+                    let at = now + 1 + t;
+                    let had = m.contains_key(&f);
+                    prop_assert_eq!(h.set_field_deadline(&f, Some(at)), had);
+                    if let Some(e) = m.get_mut(&f) { e.1 = Some(at); }
+                }
+                2 => {
+                    let had = m.contains_key(&f);
+                    prop_assert_eq!(h.set_field_deadline(&f, None), had);
+                    if let Some(e) = m.get_mut(&f) { e.1 = None; }
+                }
+                3 => {
+                    prop_assert_eq!(h.remove(&f), m.remove(&f).is_some());
+                }
+                _ => {
+                    now += t;
+                    let gone = m.values().filter(|(_, d)| d.is_some_and(|d| d < now)).count();
+                    m.retain(|_, (_, d)| d.is_none_or(|d| d >= now));
+                    prop_assert_eq!(h.purge(now), gone);
+                }
+            }
+            prop_assert_eq!(h.len(), m.len());
+            for (f, (_, d)) in &m {
+                prop_assert_eq!(h.field_deadline(f), Some(*d));
+            }
+            prop_assert_eq!(h.has_ttls(), m.values().any(|(_, d)| d.is_some()));
+            let c = h.clone();
+            for (f, (_, d)) in &m {
+                prop_assert_eq!(c.field_deadline(f), Some(*d));
+            }
+        }
+    }
+}

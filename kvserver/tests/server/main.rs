@@ -6,6 +6,7 @@ mod blocking;
 mod blocking_lists;
 mod collection_rss;
 mod differential;
+mod hashes;
 mod hostile;
 mod lazyfree;
 mod limits;
