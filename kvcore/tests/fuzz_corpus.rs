@@ -2,6 +2,7 @@
 //! (`fuzz/regressions/<target>/`) through the same checks the fuzz targets run, so a plain
 //! `cargo test` on stable guards everything the fuzzer ever found.
 
+mod coll_ops;
 mod db_model;
 mod dict_model;
 mod lp_model;
@@ -140,4 +141,14 @@ fn lp_bytes_corpus_agrees_with_the_model() {
 #[test]
 fn lp_bytes_random_inputs_agree_with_the_model() {
     random_inputs(0x6c70_6279_7465_7321, 400, 600, lp_model::check);
+}
+
+#[test]
+fn coll_ops_corpus_keeps_the_views_consistent() {
+    replay("coll_ops", 3, coll_ops::check_ops);
+}
+
+#[test]
+fn coll_ops_random_inputs_keep_the_views_consistent() {
+    random_inputs(0x636f_6c6c_6f70_7321, 300, 600, coll_ops::check_ops);
 }
