@@ -267,7 +267,12 @@ pub fn check_ops(data: &[u8]) {
         let c = command(&mut input);
         let r = call(&mut db, &mut s, &c);
         if std::env::var("KV_COLL_TRACE").is_ok() {
-            eprintln!("{:?} -> {r:?}", c.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect::<Vec<_>>());
+            eprintln!(
+                "{:?} -> {r:?}",
+                c.iter()
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+            );
         }
         check(&mut db, &mut s);
     }

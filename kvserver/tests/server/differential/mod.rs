@@ -240,6 +240,15 @@ fn same(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8], skew_ms: u64) -> bool {
     }
 }
 
+/// Whether Redis's reply is SORT's score error while ours is not an error: the stale-errno
+/// case (see `first_mismatch`).
+fn stale_errno(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8]) -> bool {
+    let name = cmd[0].to_ascii_uppercase();
+    (name == b"SORT" || name == b"SORT_RO")
+        && theirs == b"-ERR One or more scores can't be converted into double\r\n"
+        && !ours.starts_with(b"-")
+}
+
 /// Runs `cmds` on both servers from a clean state; the index of the first differing reply,
 /// with both replies.
 fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)> {
@@ -261,6 +270,14 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
         for (j, cmd) in batch.iter().enumerate() {
             let a = normalize(cmd, a[j].clone());
             let z = normalize(cmd, z[j].clone());
+            if !same(cmd, &a, &z, skew_ms) && stale_errno(cmd, &a, &z) {
+                // Redis 7.0's SORT reads `errno` after strtod without clearing it, so an
+                // ERANGE left by an earlier command (INCRBYFLOAT 1e5000) fails it until some
+                // system call fails and resets errno. Redis is wrong there; the rest of the
+                // sequence runs on a state where Redis skipped this SORT, so stop comparing.
+                eprintln!("differential: Redis's stale-errno SORT failure, rest of the sequence skipped: {}", show(cmd));
+                return None;
+            }
             if !same(cmd, &a, &z, skew_ms) {
                 return Some((b * 64 + j, a, z));
             }
