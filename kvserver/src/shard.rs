@@ -468,29 +468,42 @@ impl Shard {
     /// sorted set there keeps its place, and so does every client when the key holds
     /// another type (Redis 7.0 keeps them blocked).
     pub fn serve(&self, key: &[u8]) {
-        let mut waiters = self.waiters.borrow_mut();
-        let Some(queue) = waiters.get_mut(key) else {
-            return;
-        };
-        let mut db = self.db.borrow_mut();
-        let mut i = 0;
-        while let Some(w) = queue.get(i) {
-            if w.claimed() {
-                // Settled elsewhere (another key, its timeout): its withdrawal is on the way.
-                queue.remove(i);
-                continue;
+        // A served BLMOVE pushes onto its destination (on this shard): its waiters come next.
+        let mut pushed: Vec<Vec<u8>> = Vec::new();
+        {
+            let mut waiters = self.waiters.borrow_mut();
+            let Some(queue) = waiters.get_mut(key) else {
+                return;
+            };
+            let mut db = self.db.borrow_mut();
+            let mut i = 0;
+            while let Some(w) = queue.get(i) {
+                if w.claimed() {
+                    // Settled elsewhere (another key, its timeout): its withdrawal is on the way.
+                    queue.remove(i);
+                    continue;
+                }
+                if matches!(db.blocking_ready(w.db, key, &w.op), Ok(true)) && w.claim() {
+                    // Ready (just looked, same step); the op may still fail (a BLMOVE whose
+                    // destination holds another type), and the client gets that error.
+                    let served = db.blocking_run(w.db, key, &w.op);
+                    if let (Op::Move { dest, .. }, Ok(_)) = (&w.op, &served) {
+                        if dest.as_slice() != key {
+                            pushed.push(dest.clone());
+                        }
+                    }
+                    w.serve(key, served);
+                    queue.remove(i);
+                    continue;
+                }
+                i += 1;
             }
-            if matches!(db.blocking_ready(w.db, key, &w.op), Ok(true)) && w.claim() {
-                // Ready (just looked, same step); the op may still fail (a BLMOVE whose
-                // destination holds another type), and the client gets that error.
-                w.serve(key, db.blocking_run(w.db, key, &w.op));
-                queue.remove(i);
-                continue;
+            if queue.is_empty() {
+                waiters.remove(key);
             }
-            i += 1;
         }
-        if queue.is_empty() {
-            waiters.remove(key);
+        for dest in pushed {
+            self.serve(&dest);
         }
     }
 

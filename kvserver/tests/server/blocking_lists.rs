@@ -241,3 +241,32 @@ fn list_producers_and_blocked_consumers_over_three_shards_lose_and_repeat_nothin
     assert_eq!(in_sink, moved);
     wait_blocked(&mut ctl, 0);
 }
+
+/// A served BLMOVE pushes onto its destination, and a client blocked there is served next, as
+/// Redis serves chained waiters.
+#[test]
+fn a_served_blmove_feeds_the_waiters_of_its_destination() {
+    for shards in [1, 3] {
+        let server = Server::start(&["--threads", &shards.to_string()]);
+        let mut ctl = server.raw();
+        // Same shard for both keys (hash tag), so the move runs in the source's shard step.
+        let (src, dst) = ("{chain}src", "{chain}dst");
+        let mut popper = server.raw();
+        send(&mut popper, &format!("BLPOP {dst} 0"));
+        wait_blocked(&mut ctl, 1);
+        let mut mover = server.raw();
+        send(&mut mover, &format!("BLMOVE {src} {dst} LEFT RIGHT 0"));
+        wait_blocked(&mut ctl, 2);
+        assert_eq!(call(&mut ctl, &format!("RPUSH {src} e")), ":1\r\n");
+        assert_eq!(reply(&mut mover), bulk("e"));
+        assert_eq!(
+            reply(&mut popper),
+            format!("*2\r\n{}{}", bulk(dst), bulk("e"))
+        );
+        assert_eq!(
+            call(&mut ctl, &format!("EXISTS {src} {dst}")),
+            ":0\r\n",
+            "{shards} shards"
+        );
+    }
+}
