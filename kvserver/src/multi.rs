@@ -412,14 +412,16 @@ async fn sort(
         keys.dedup();
         let all = plan(n, keys.into_iter());
         lock_all(shard, db, &all, dest.is_some()).await;
-        let k = source.clone();
-        shard
-            .call(route::shard_of(&source, n), move |sh: &Shard| {
-                let mut d = sh.db.borrow_mut();
-                d.refresh_clock();
-                d.sort_prepare(db, &k);
-            })
-            .await;
+        if sort_api::parses(args) {
+            let k = source.clone();
+            shard
+                .call(route::shard_of(&source, n), move |sh: &Shard| {
+                    let mut d = sh.db.borrow_mut();
+                    d.refresh_clock();
+                    d.sort_prepare(db, &k);
+                })
+                .await;
+        }
         let value = elements_of(fetch(shard, db, vec![source.clone()]).await);
         let now_named = sort_api::referenced_keys(args, value.as_ref());
         if now_named.iter().any(|k| named.binary_search(k).is_err()) {

@@ -42,7 +42,7 @@ pub(crate) mod set_api {
 }
 /// What a server needs to run SORT over several shards.
 pub mod sort_api {
-    pub use super::sort::{has_patterns, referenced_keys};
+    pub use super::sort::{has_patterns, parses, referenced_keys};
 }
 /// INFO over several shards.
 pub mod server_api {

@@ -175,6 +175,13 @@ impl Db {
     }
 }
 
+/// Whether a SORT call's options parse (when they do not, it answers an error and changes
+/// nothing).
+pub fn parses(args: &[&[u8]]) -> bool {
+    let readonly = args.first().is_some_and(|n| args::is(n, "SORT_RO"));
+    parse(args, readonly).is_ok()
+}
+
 /// Whether a SORT call reads keys other than the one it sorts (BY or GET patterns).
 pub fn has_patterns(args: &[&[u8]]) -> bool {
     let readonly = args.first().is_some_and(|n| args::is(n, "SORT_RO"));
@@ -303,6 +310,16 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
                 .error(b"ERR One or more scores can't be converted into double");
         }
         let by_pattern = o.by.is_some();
+        // ALPHA compares bytes for STORE; for a reply Redis uses strcoll, which reads C strings
+        // (up to a NUL byte); equal ones keep their order (glibc's qsort merges, stably).
+        let storing = o.store.is_some();
+        fn c_string(b: &[u8], whole: bool) -> &[u8] {
+            if whole {
+                b
+            } else {
+                b.split(|&c| c == 0).next().unwrap_or_default()
+            }
+        }
         keyed.sort_by(|x, y| {
             let c = if !o.alpha {
                 x.2.partial_cmp(&y.2)
@@ -310,9 +327,12 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
                     .then_with(|| x.0.cmp(&y.0))
             } else if by_pattern {
                 // A missing weight sorts first.
-                x.1.cmp(&y.1)
+                match (&x.1, &y.1) {
+                    (Some(a), Some(b)) => c_string(a, storing).cmp(c_string(b, storing)),
+                    (a, b) => a.is_some().cmp(&b.is_some()),
+                }
             } else {
-                x.0.cmp(&y.0)
+                c_string(&x.0, storing).cmp(c_string(&y.0, storing))
             };
             if o.desc {
                 c.reverse()
