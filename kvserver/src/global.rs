@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -31,21 +33,76 @@ pub struct ClientEntry {
     pub resp: AtomicUsize,
     /// Last command name (lowercase).
     pub last_cmd: Mutex<&'static str>,
+    /// Channels subscribed.
+    pub sub: AtomicU32,
+    /// Patterns subscribed.
+    pub psub: AtomicU32,
+    /// Shard channels subscribed.
+    pub ssub: AtomicU32,
+    /// Commands queued in MULTI, or -1 outside of one.
+    pub multi: AtomicI64,
 }
 
 impl ClientEntry {
+    /// A new entry with no name, no subscriptions and no transaction.
+    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr, fd: RawFd) -> ClientEntry {
+        ClientEntry {
+            id,
+            addr,
+            laddr,
+            fd,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            db: AtomicUsize::new(0),
+            resp: AtomicUsize::new(2),
+            last_cmd: Mutex::new("NULL"),
+            sub: AtomicU32::new(0),
+            psub: AtomicU32::new(0),
+            ssub: AtomicU32::new(0),
+            multi: AtomicI64::new(-1),
+        }
+    }
+
+    /// Whether the client is subscribed to anything (CLIENT LIST flag `P`).
+    pub fn is_pubsub(&self) -> bool {
+        self.sub.load(Ordering::Relaxed)
+            + self.psub.load(Ordering::Relaxed)
+            + self.ssub.load(Ordering::Relaxed)
+            > 0
+    }
+
+    /// CLIENT LIST's flags: `P` subscribed, `x` in MULTI, `N` none.
+    pub fn flags(&self) -> String {
+        let mut f = String::new();
+        if self.is_pubsub() {
+            f.push('P');
+        }
+        if self.multi.load(Ordering::Relaxed) >= 0 {
+            f.push('x');
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
+    }
+
     /// The CLIENT LIST / CLIENT INFO line of this client (without the newline).
     pub fn line(&self) -> String {
         let name = lock(&self.name).clone().unwrap_or_default();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,
             self.laddr,
             self.fd,
             String::from_utf8_lossy(&name),
             self.created.elapsed().as_secs(),
+            self.flags(),
             self.db.load(Ordering::Relaxed),
+            self.sub.load(Ordering::Relaxed),
+            self.psub.load(Ordering::Relaxed),
+            self.ssub.load(Ordering::Relaxed),
+            self.multi.load(Ordering::Relaxed),
             lock(&self.last_cmd),
             self.resp.load(Ordering::Relaxed),
         )

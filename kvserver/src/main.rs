@@ -26,19 +26,16 @@
 //! per connection per turn, DEFER_TASKRUN; `kvbench null-server --io uring`) costs 1.04-1.07x
 //! the CPU per request of the same no-op on epoll at pipeline 16 and 0.97-1.03x at pipeline 1.
 
+mod admin;
 mod alloc;
-mod blocking;
-mod conn;
+mod coord;
 mod global;
-mod locks;
 mod log;
-mod multi;
+mod net;
 mod options;
-mod route;
+mod pubsub;
 mod shard;
-mod special;
 
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -46,8 +43,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvcore::Db;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::global::Global;
@@ -56,8 +51,6 @@ use crate::shard::{Msg, Shard};
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
-
-const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -218,23 +211,6 @@ fn tick(global: &Global, inboxes: &[UnboundedSender<Msg>]) {
     }
 }
 
-/// Binds a listening socket with SO_REUSEPORT, so that every shard accepts on the same port.
-fn listen(bind: &str, port: u16) -> std::io::Result<TcpListener> {
-    let addr = (bind, port)
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other("address resolves to nothing"))?;
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.set_reuseport(true)?;
-    socket.bind(addr)?;
-    socket.listen(511)
-}
-
 async fn shard_main(
     i: usize,
     n: usize,
@@ -245,7 +221,7 @@ async fn shard_main(
     tx: mpsc::Sender<Result<u16, String>>,
 ) {
     let bind = global.opts.bind.clone();
-    let listener = match listen(&bind, port) {
+    let listener = match net::listen(&bind, port) {
         Ok(l) => l,
         Err(e) => {
             let _ = tx.send(Err(format!("can't listen on {bind}:{port}: {e}")));
@@ -257,59 +233,5 @@ async fn shard_main(
     let db = Db::with_config(global.opts.store.clone());
     let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
     shard::serve_inbox(&shard, inbox);
-    loop {
-        let next = tokio::select! {
-            a = listener.accept() => Some(a),
-            _ = shard.stop.notified() => None,
-        };
-        let stream = match next {
-            None => break,
-            Some(Ok(s)) => s,
-            Some(Err(e)) => {
-                log!(3, "accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let (stream, peer): (tokio::net::TcpStream, SocketAddr) = stream;
-        global.total_connections.fetch_add(1, Ordering::Relaxed);
-        let refuse = if global.connected.fetch_add(1, Ordering::Relaxed) >= global.opts.maxclients {
-            Some(&b"-ERR max number of clients reached\r\n"[..])
-        } else if !is_local(peer.ip()) && protected(&shard) {
-            Some(DENIED)
-        } else {
-            None
-        };
-        match refuse {
-            Some(msg) => {
-                global.connected.fetch_sub(1, Ordering::Relaxed);
-                tokio::task::spawn_local(async move {
-                    let mut s = stream;
-                    let _ = s.write_all(msg).await;
-                    let _ = s.shutdown().await;
-                });
-            }
-            None => {
-                tokio::task::spawn_local(conn::serve(shard.clone(), stream, peer));
-            }
-        }
-    }
-    log!(2, "shard {i} stopping");
-}
-
-/// Redis counts only 127.0.0.1 and ::1 as local clients for protected mode.
-fn is_local(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => v4 == std::net::Ipv4Addr::LOCALHOST,
-        IpAddr::V6(v6) => {
-            v6 == std::net::Ipv6Addr::LOCALHOST
-                || v6.to_ipv4_mapped() == Some(std::net::Ipv4Addr::LOCALHOST)
-        }
-    }
-}
-
-/// Protected mode is on and no password is set.
-fn protected(shard: &Shard) -> bool {
-    let db = shard.db.borrow();
-    db.config.get("protected-mode") == Some("yes") && db.config.requirepass.is_empty()
+    net::accept(shard, listener).await;
 }

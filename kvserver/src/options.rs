@@ -19,6 +19,8 @@ pub struct Options {
     pub maxclients: usize,
     /// Output buffer limit of normal clients.
     pub output_limit: OutputLimit,
+    /// Output buffer limit of clients subscribed to channels or patterns.
+    pub pubsub_limit: OutputLimit,
     /// Log level: 0 debug, 1 verbose, 2 notice, 3 warning.
     pub loglevel: u8,
     /// Protected mode (refuse non-loopback clients without a password).
@@ -27,7 +29,7 @@ pub struct Options {
     pub store: Config,
 }
 
-/// Redis's `client-output-buffer-limit` for the normal class.
+/// One class of Redis's `client-output-buffer-limit`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OutputLimit {
     /// Close at once past this many unsent bytes (0 = none).
@@ -39,15 +41,26 @@ pub struct OutputLimit {
 }
 
 impl OutputLimit {
-    /// Parses the `normal` class out of a `client-output-buffer-limit` value.
-    pub fn parse(v: &str) -> Result<OutputLimit, String> {
+    /// Redis's default for clients subscribed to channels or patterns: `pubsub 32mb 8mb 60`.
+    pub const PUBSUB: OutputLimit = OutputLimit {
+        hard: 32 << 20,
+        soft: 8 << 20,
+        soft_secs: 60,
+    };
+
+    /// Parses a `client-output-buffer-limit` value into `normal` and `pubsub` (the classes
+    /// not named keep their values).
+    pub fn parse_into(
+        v: &str,
+        normal: &mut OutputLimit,
+        pubsub: &mut OutputLimit,
+    ) -> Result<(), String> {
         let words: Vec<&str> = v.split_whitespace().collect();
         if words.is_empty() || words.len() % 4 != 0 {
             return Err(
                 "client-output-buffer-limit wants groups of: class hard soft seconds".into(),
             );
         }
-        let mut out = OutputLimit::default();
         for g in words.chunks(4) {
             let mem = |s: &str| parse_memory(s).ok_or_else(|| format!("bad memory value '{s}'"));
             let hard = mem(g[1])?;
@@ -55,19 +68,19 @@ impl OutputLimit {
             let secs = g[3]
                 .parse::<u64>()
                 .map_err(|_| format!("bad seconds '{}'", g[3]))?;
+            let limit = OutputLimit {
+                hard,
+                soft,
+                soft_secs: secs,
+            };
             match g[0] {
-                "normal" => {
-                    out = OutputLimit {
-                        hard,
-                        soft,
-                        soft_secs: secs,
-                    }
-                }
-                "slave" | "replica" | "pubsub" => {}
+                "normal" => *normal = limit,
+                "pubsub" => *pubsub = limit,
+                "slave" | "replica" => {}
                 c => return Err(format!("unknown client class '{c}'")),
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -79,6 +92,7 @@ impl Default for Options {
             threads: 0,
             maxclients: 10000,
             output_limit: OutputLimit::default(),
+            pubsub_limit: OutputLimit::PUBSUB,
             loglevel: 2,
             protected_mode: true,
             store: Config::default(),
@@ -214,7 +228,9 @@ fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
             "no" => o.protected_mode = false,
             _ => return Err(format!("--protected-mode wants yes or no, got '{value}'")),
         },
-        "client-output-buffer-limit" => o.output_limit = OutputLimit::parse(value)?,
+        "client-output-buffer-limit" => {
+            OutputLimit::parse_into(value, &mut o.output_limit, &mut o.pubsub_limit)?
+        }
         "daemonize" | "supervised" | "pidfile" | "logfile" | "dir" | "dbfilename" => {}
         _ => {}
     }

@@ -14,6 +14,7 @@ mod hash;
 pub(crate) mod keys;
 mod keyspec;
 mod list;
+mod served;
 mod server;
 mod set;
 mod sort;
@@ -84,6 +85,8 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 12;
     /// May block the client (BZPOPMIN ...): a server runs it through its blocked-client path.
     pub const BLOCKING: u32 = 1 << 13;
+    /// Served by a server's connection rather than a store (transactions, pub/sub).
+    pub const CONN: u32 = 1 << 14;
 
     /// Flag names as COMMAND reports them, in its order.
     pub(crate) const NAMES: &[(u32, &str)] = &[
@@ -198,6 +201,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(list::COMMANDS)
         .chain(set::COMMANDS)
         .chain(sort::COMMANDS)
+        .chain(served::COMMANDS)
 }
 
 struct Table {

@@ -9,17 +9,26 @@
 //! - `Lock` / `Unlock`: key intent locks for commands that span shards (see `locks`);
 //! - `Done`: the answer to any of the above, matched to its waiting future by id.
 //!
+//! Besides the store, a shard holds the tables that its own keys and clients need: key intent
+//! locks (`locks`), the clients blocked on its keys (`waiters`), spare connection buffers
+//! (`bufs`) and the batches other shards send it (`batch`). The coordination across shards
+//! (`crate::coord`), the features (`crate::pubsub`) and the network side (`crate::net`) call
+//! into it; it calls none of them.
+//!
 //! Inboxes are unbounded, so sending never waits and two shards can never block each other;
 //! the receive loop never waits either: anything that may (waiting for a lock) runs in its
 //! own task. The volume in flight is bounded by the clients' own batches.
+
+mod batch;
+mod bufs;
+pub mod locks;
+mod waiters;
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_channel::oneshot;
@@ -30,11 +39,12 @@ use smallvec::SmallVec;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use kvcore::commands::blocking::{Op, Served};
-use kvcore::OpError;
+pub use batch::{BatchReply, RemoteBatch};
+pub use bufs::BufPool;
+use locks::{LockKey, LockTable};
+pub use waiters::{PopTry, Waiter};
 
-use crate::global::{lock, ClientEntry, Global};
-use crate::locks::{LockKey, LockTable};
+use crate::global::{ClientEntry, Global};
 
 /// A value returned by a job on another shard.
 pub type Payload = Box<dyn Any + Send>;
@@ -45,6 +55,8 @@ pub type Job = Box<dyn FnOnce(&Shard) -> Payload + Send>;
 pub enum Msg {
     /// Run `job`, answer `Done`.
     Call { from: usize, id: u64, job: Job },
+    /// Run `job`; nobody waits for an answer.
+    Post(Box<dyn FnOnce(&Shard) + Send>),
     /// Run these commands in order (waiting for key locks as needed), answer `Done(BatchReply)`.
     Batch {
         from: usize,
@@ -62,7 +74,7 @@ pub enum Msg {
     Unlock { keys: Vec<LockKey>, exclusive: bool },
     /// The answer to request `id`.
     Done { id: u64, payload: Payload },
-    /// Serve this client from now on: its keys live here (see [`crate::conn`]).
+    /// Serve this client from now on: its keys live here (see [`crate::net`]).
     Adopt(Box<Handoff>),
     /// Run the periodic cron (active expiry).
     Tick,
@@ -78,53 +90,6 @@ pub struct Handoff {
     pub session: Session,
     /// Its entry in the client registry.
     pub entry: Arc<ClientEntry>,
-}
-
-/// Commands for one shard, flattened into one buffer: one allocation per batch, not per command.
-#[derive(Default)]
-pub struct RemoteBatch {
-    data: Vec<u8>,
-    arg_lens: Vec<u32>,
-    cmds: Vec<(u32, u32, bool)>, // (argc, db, resp3)
-}
-
-impl RemoteBatch {
-    /// Appends one command.
-    pub fn push(&mut self, args: &[&[u8]], db: usize, proto: Proto) {
-        for a in args {
-            self.data.extend_from_slice(a);
-            self.arg_lens.push(a.len() as u32);
-        }
-        self.cmds
-            .push((args.len() as u32, db as u32, proto == Proto::Resp3));
-    }
-
-    /// Number of commands.
-    pub fn len(&self) -> usize {
-        self.cmds.len()
-    }
-
-    /// Whether there are no commands.
-    pub fn is_empty(&self) -> bool {
-        self.cmds.is_empty()
-    }
-}
-
-/// The replies of a [`RemoteBatch`], concatenated, with each reply's end offset.
-#[derive(Default)]
-pub struct BatchReply {
-    /// All reply bytes.
-    pub out: Vec<u8>,
-    /// End offset of each reply in `out`.
-    pub ends: Vec<u32>,
-}
-
-impl BatchReply {
-    /// The bytes of reply `i`.
-    pub fn get(&self, i: usize) -> &[u8] {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.out[start..self.ends[i] as usize]
-    }
 }
 
 /// The executor-local state of one shard.
@@ -143,129 +108,18 @@ pub struct Shard {
     inboxes: Vec<UnboundedSender<Msg>>,
     pending: RefCell<HashMap<u64, oneshot::Sender<Payload>>>,
     next_id: Cell<u64>,
-    /// Spare connection buffers (see [`crate::conn`]): idle clients hold none.
+    /// Spare connection buffers (see [`crate::net`]): idle clients hold none.
     pub bufs: RefCell<BufPool>,
-    /// Clients blocked on keys of this shard (see [`crate::blocking`]), by key name, oldest
+    /// Clients blocked on keys of this shard (see [`crate::coord::blocking`]), by key name, oldest
     /// first. A command that writes the key serves them at once, in that order, each from its
     /// own database.
     waiters: RefCell<HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>>,
     /// Signalled by [`Msg::Stop`].
     pub stop: Notify,
-}
-
-/// The key that served a waiter and what its op took there (or why it failed).
-pub type ServedFrom = (Vec<u8>, Result<Served, OpError>);
-
-/// A client blocked in a pop, registered on the shard of each of its keys.
-///
-/// Whoever settles the wait first claims it: a shard serving it members, or the client
-/// itself when it times out or hangs up. So it is served at most once, and never after it
-/// gave up.
-pub struct Waiter {
-    /// The client's id.
-    pub id: u64,
-    /// Its selected database.
-    pub db: usize,
-    /// What it waits to do.
-    pub op: Op,
-    claimed: AtomicBool,
-    served: Mutex<Option<ServedFrom>>,
-    /// Signalled once a shard has served it.
-    pub done: Notify,
-}
-
-impl Waiter {
-    /// A waiter for client `id` of database `db`, waiting to do `op`.
-    pub fn new(id: u64, db: usize, op: Op) -> Waiter {
-        Waiter {
-            id,
-            db,
-            op,
-            claimed: AtomicBool::new(false),
-            served: Mutex::new(None),
-            done: Notify::new(),
-        }
-    }
-
-    /// Settles the wait; false if someone settled it first.
-    pub fn claim(&self) -> bool {
-        !self.claimed.swap(true, Ordering::AcqRel)
-    }
-
-    fn claimed(&self) -> bool {
-        self.claimed.load(Ordering::Acquire)
-    }
-
-    fn serve(&self, key: &[u8], served: Result<Served, OpError>) {
-        *lock(&self.served) = Some((key.to_vec(), served));
-        self.done.notify_one();
-    }
-
-    /// What a shard served it: the key and what the op took (or why it failed).
-    pub fn take(&self) -> Option<ServedFrom> {
-        lock(&self.served).take()
-    }
-}
-
-/// One key's turn in a blocking pop (see [`Shard::pop_or_wait`]).
-pub enum PopTry {
-    /// The op ran on the key.
-    Popped(Served),
-    /// The key holds another type (WRONGTYPE); only the first look reports it, as in Redis.
-    Failed(OpError),
-    /// Nothing to pop: the client is registered to be served when the key is written.
-    Waiting,
-    /// Another shard served the client meanwhile (through a key registered earlier).
-    Settled,
-}
-
-/// Spare read and output buffers of one shard's connections.
-///
-/// A connection takes a pair when its socket turns readable and gives it back once its
-/// batch is answered and nothing partial is left, so 10,000 idle clients hold no buffers
-/// while busy ones reuse the same few. Only standard-size buffers come back; one grown for
-/// a large command or reply is freed instead.
-#[derive(Default)]
-pub struct BufPool {
-    read: Vec<Vec<u8>>,
-    out: Vec<Vec<u8>>,
-}
-
-impl BufPool {
-    /// Size of a read buffer; output buffers start with this capacity.
-    pub const CHUNK: usize = 16 * 1024;
-    /// Spares kept of each kind.
-    const KEEP: usize = 256;
-
-    /// A read buffer of exactly [`Self::CHUNK`] bytes (contents unspecified).
-    pub fn take_read(&mut self) -> Vec<u8> {
-        self.read.pop().unwrap_or_else(|| vec![0; Self::CHUNK])
-    }
-
-    /// An empty output buffer.
-    pub fn take_out(&mut self) -> Vec<u8> {
-        self.out
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(Self::CHUNK))
-    }
-
-    /// Returns a read buffer (kept only if it still has the standard size).
-    pub fn put_read(&mut self, buf: Vec<u8>) {
-        if buf.len() == Self::CHUNK && self.read.len() < Self::KEEP {
-            self.read.push(buf);
-        }
-    }
-
-    /// Returns an output buffer (kept only if it did not grow far past the standard size).
-    pub fn put_out(&mut self, mut buf: Vec<u8>) {
-        if buf.capacity() >= Self::CHUNK
-            && buf.capacity() <= 4 * Self::CHUNK
-            && self.out.len() < Self::KEEP
-        {
-            buf.clear();
-            self.out.push(buf);
-        }
-    }
+    /// Clients handed over by other shards ([`Msg::Adopt`]), for the network side to serve.
+    pub arrivals: RefCell<VecDeque<Handoff>>,
+    /// Signalled when a client arrives.
+    pub arrived: Notify,
 }
 
 impl Shard {
@@ -289,6 +143,8 @@ impl Shard {
             bufs: RefCell::new(BufPool::default()),
             waiters: RefCell::new(HashMap::new()),
             stop: Notify::new(),
+            arrivals: RefCell::new(VecDeque::new()),
+            arrived: Notify::new(),
         }
     }
 
@@ -333,6 +189,15 @@ impl Shard {
             Ok(Ok(r)) => *r,
             _ => panic!("shard {to} dropped a call: the server is shutting down"),
         }
+    }
+
+    /// Runs `f` on shard `to` without waiting for it (at once when `to` is this shard).
+    /// Posts from one shard to another run in the order posted.
+    pub fn post(&self, to: usize, f: impl FnOnce(&Shard) + Send + 'static) {
+        if to == self.id {
+            return f(self);
+        }
+        let _ = self.inboxes[to].send(Msg::Post(Box::new(f)));
     }
 
     /// Starts a batch on another shard; await the receiver for its [`BatchReply`].
@@ -394,8 +259,9 @@ impl Shard {
         true
     }
 
-    /// Runs a command on the store, then serves the clients blocked on the keys it wrote.
-    fn execute(
+    /// Runs a command on the store at once (no lock is looked at: the caller holds them or
+    /// knows none is needed), then serves the clients blocked on the keys it wrote.
+    pub fn execute(
         &self,
         session: &mut Session,
         spec: Option<&'static commands::CommandSpec>,
@@ -428,105 +294,6 @@ impl Shard {
             self.locks.borrow_mut().release(&keys, exclusive);
         }
     }
-
-    /// A blocking pop's first turn at `key`: pops for `w` if the key holds members, reports
-    /// another type, or registers `w` to be served when the key is written. One step of this
-    /// shard, so no write can fall between the look and the registration.
-    pub fn pop_or_wait(&self, key: &[u8], w: &Arc<Waiter>) -> PopTry {
-        let mut db = self.db.borrow_mut();
-        match db.blocking_ready(w.db, key, &w.op) {
-            Ok(false) => {
-                self.waiters
-                    .borrow_mut()
-                    .entry(key.to_vec())
-                    .or_default()
-                    .push_back(w.clone());
-                PopTry::Waiting
-            }
-            _ if !w.claim() => PopTry::Settled,
-            Ok(true) => match db.blocking_run(w.db, key, &w.op) {
-                Ok(served) => PopTry::Popped(served),
-                Err(e) => PopTry::Failed(e),
-            },
-            Err(e) => PopTry::Failed(e),
-        }
-    }
-
-    /// Removes client `id`'s registration on `key`, if it is still there.
-    pub fn unwait(&self, key: &[u8], id: u64) {
-        let mut waiters = self.waiters.borrow_mut();
-        if let Some(queue) = waiters.get_mut(key) {
-            queue.retain(|w| w.id != id);
-            if queue.is_empty() {
-                waiters.remove(key);
-            }
-        }
-    }
-
-    /// Serves the clients blocked on `key` that its database can now feed, oldest first (as
-    /// Redis does right after the command that wrote it). A client whose database holds no
-    /// sorted set there keeps its place, and so does every client when the key holds
-    /// another type (Redis 7.0 keeps them blocked).
-    pub fn serve(&self, key: &[u8]) {
-        // A served BLMOVE pushes onto its destination (on this shard): its waiters come next.
-        let mut pushed: Vec<Vec<u8>> = Vec::new();
-        {
-            let mut waiters = self.waiters.borrow_mut();
-            let Some(queue) = waiters.get_mut(key) else {
-                return;
-            };
-            let mut db = self.db.borrow_mut();
-            let mut i = 0;
-            while let Some(w) = queue.get(i) {
-                if w.claimed() {
-                    // Settled elsewhere (another key, its timeout): its withdrawal is on the way.
-                    queue.remove(i);
-                    continue;
-                }
-                if matches!(db.blocking_ready(w.db, key, &w.op), Ok(true)) && w.claim() {
-                    // Ready (just looked, same step); the op may still fail (a BLMOVE whose
-                    // destination holds another type), and the client gets that error.
-                    let served = db.blocking_run(w.db, key, &w.op);
-                    if let (Op::Move { dest, .. }, Ok(_)) = (&w.op, &served) {
-                        if dest.as_slice() != key {
-                            pushed.push(dest.clone());
-                        }
-                    }
-                    w.serve(key, served);
-                    queue.remove(i);
-                    continue;
-                }
-                i += 1;
-            }
-            if queue.is_empty() {
-                waiters.remove(key);
-            }
-        }
-        for dest in pushed {
-            self.serve(&dest);
-        }
-    }
-
-    /// Serves the clients blocked on any key of this shard (after SWAPDB, which changes every
-    /// key at once).
-    pub fn serve_all(&self) {
-        let keys: Vec<Vec<u8>> = self.waiters.borrow().keys().cloned().collect();
-        for k in keys {
-            self.serve(&k);
-        }
-    }
-
-    /// Serves the clients blocked on the keys of a write command that just ran here. Costs one
-    /// check when no client is blocked on this shard.
-    pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
-        if self.waiters.borrow().is_empty() || !spec.has(commands::flags::WRITE) {
-            return;
-        }
-        for i in spec.key_positions(args) {
-            self.serve(args[i]);
-        }
-    }
-
     /// Hands a client over to shard `to`; false (the connection is then gone) only when that
     /// shard has stopped.
     pub fn hand_off(&self, to: usize, h: Handoff) -> bool {
@@ -591,6 +358,7 @@ impl Shard {
                     let _ = tx.send(payload);
                 }
             }
+            Msg::Post(job) => job(self),
             Msg::Call { from, id, job } => {
                 let payload = job(self);
                 let _ = self.inboxes[from].send(Msg::Done { id, payload });
@@ -616,25 +384,8 @@ impl Shard {
             }
             Msg::Stop => self.stop.notify_one(),
             Msg::Adopt(h) => {
-                let Handoff {
-                    stream,
-                    session,
-                    entry,
-                } = *h;
-                match tokio::net::TcpStream::from_std(stream) {
-                    Ok(stream) => {
-                        tokio::task::spawn_local(crate::conn::serve_conn(
-                            self.clone(),
-                            stream,
-                            session,
-                            entry,
-                        ));
-                    }
-                    Err(e) => {
-                        crate::log!(3, "client {} lost moving shards: {e}", entry.id);
-                        crate::conn::forget(self, &entry);
-                    }
-                }
+                self.arrivals.borrow_mut().push_back(*h);
+                self.arrived.notify_one();
             }
             Msg::Batch { from, id, batch } => {
                 let me = self.clone();

@@ -15,8 +15,8 @@ use kvcore::resp::ReplyWriter;
 use kvcore::value::Value;
 use kvcore::{OpError, Session, SetOptions};
 
-use crate::locks::LockKey;
-use crate::route;
+use super::route;
+use crate::shard::locks::LockKey;
 use crate::shard::Shard;
 
 /// Key arguments grouped by owning shard, in ascending shard order.
@@ -32,14 +32,20 @@ fn plan(n: usize, keys: impl Iterator<Item = Vec<u8>>) -> Plan {
     p
 }
 
-async fn lock_all(shard: &Shard, db: usize, p: &Plan, exclusive: bool) {
+async fn lock_all(shard: &Shard, held: bool, db: usize, p: &Plan, exclusive: bool) {
+    if held {
+        return;
+    }
     for (&s, keys) in p {
         let lk: Vec<LockKey> = keys.iter().map(|k| (db, k.clone())).collect();
         shard.lock(s, lk, exclusive).await;
     }
 }
 
-async fn unlock_all(shard: &Shard, db: usize, p: &Plan, exclusive: bool) {
+async fn unlock_all(shard: &Shard, held: bool, db: usize, p: &Plan, exclusive: bool) {
+    if held {
+        return;
+    }
     for (&s, keys) in p {
         let lk: Vec<LockKey> = keys.iter().map(|k| (db, k.clone())).collect();
         shard.unlock(s, lk, exclusive).await;
@@ -63,8 +69,24 @@ where
     .await
 }
 
-/// Runs a multi-key command whose keys live on several shards; appends the reply to `out`.
+/// Runs a multi-key command whose keys live on several shards; appends the reply to `out`,
+/// then serves the clients blocked on the keys it wrote.
 pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
+    run_locked(shard, false, session, args, out).await;
+    if let Some(spec) = commands::lookup(args[0]) {
+        super::blocking::wake_after_multi(shard, spec, args).await;
+    }
+}
+
+/// Runs a multi-key command; `held`: the caller (a transaction) already holds the locks of
+/// its keys, so it takes none. The clients blocked on its keys are the caller's to serve.
+pub async fn run_locked(
+    shard: &Rc<Shard>,
+    held: bool,
+    session: &mut Session,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+) {
     let mut w = ReplyWriter {
         out,
         proto: session.proto,
@@ -78,7 +100,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
     match spec.name {
         "mget" => {
             let p = plan(n, (1..args.len()).map(owned));
-            lock_all(shard, db, &p, false).await;
+            lock_all(shard, held, db, &p, false).await;
             let parts = on_each(shard, &p, move |sh, keys| {
                 let mut d = sh.db.borrow_mut();
                 keys.iter()
@@ -86,7 +108,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
                     .collect::<Vec<_>>()
             })
             .await;
-            unlock_all(shard, db, &p, false).await;
+            unlock_all(shard, held, db, &p, false).await;
             // Answers come back grouped by shard; put them back in argument order.
             let mut by_shard: BTreeMap<usize, std::vec::IntoIter<Option<Vec<u8>>>> = p
                 .keys()
@@ -123,7 +145,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
                 .iter()
                 .map(|(&s, kvs)| (s, kvs.iter().map(|(k, _)| k.clone()).collect()))
                 .collect();
-            lock_all(shard, db, &p, true).await;
+            lock_all(shard, held, db, &p, true).await;
             let nx = spec.name == "msetnx";
             let mut allowed = true;
             if nx {
@@ -146,7 +168,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
                 }))
                 .await;
             }
-            unlock_all(shard, db, &p, true).await;
+            unlock_all(shard, held, db, &p, true).await;
             if nx {
                 w.int(i64::from(allowed));
             } else {
@@ -156,7 +178,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
         "del" | "unlink" | "exists" | "touch" => {
             let write = spec.has(flags::WRITE);
             let p = plan(n, (1..args.len()).map(owned));
-            lock_all(shard, db, &p, write).await;
+            lock_all(shard, held, db, &p, write).await;
             let counts = on_each(shard, &p, move |sh, keys| {
                 let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
                 let mut d = sh.db.borrow_mut();
@@ -167,16 +189,18 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
                 }
             })
             .await;
-            unlock_all(shard, db, &p, write).await;
+            unlock_all(shard, held, db, &p, write).await;
             w.int(counts.iter().sum::<usize>() as i64);
         }
-        "rename" | "renamenx" | "copy" => move_key(shard, session, spec.name, args, &mut w).await,
+        "rename" | "renamenx" | "copy" => {
+            move_key(shard, held, session, spec.name, args, &mut w).await
+        }
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
         | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "sinter" | "sunion" | "sdiff" | "sintercard" | "sinterstore" | "sunionstore"
-        | "sdiffstore" => with_sources(shard, session, spec, args, w.out).await,
-        "zmpop" | "lmpop" => mpop(shard, session, spec, args, w.out).await,
-        "smove" => match set_move_across(shard, db, args[1], args[2], args[3]).await {
+        | "sdiffstore" => with_sources(shard, held, session, spec, args, w.out).await,
+        "zmpop" | "lmpop" => mpop(shard, held, session, spec, args, w.out).await,
+        "smove" => match set_move_across(shard, held, db, args[1], args[2], args[3]).await {
             Ok(moved) => w.int(i64::from(moved)),
             Err(e) => w.error(e.message().as_bytes()),
         },
@@ -198,13 +222,13 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
             let (Some(from), Some(to)) = (from, to) else {
                 return w.error(b"ERR syntax error");
             };
-            match list_move_across(shard, db, args[1], args[2], from, to).await {
+            match list_move_across(shard, held, db, args[1], args[2], from, to).await {
                 Ok(Some(v)) => w.bulk(&v),
                 Ok(None) => w.null(),
                 Err(e) => w.error(e.message().as_bytes()),
             }
         }
-        "sort" | "sort_ro" => sort(shard, session, spec, args, w.out).await,
+        "sort" | "sort_ro" => sort(shard, held, session, spec, args, w.out).await,
         _ => w.error(b"CROSSSLOT Keys in request don't hash to the same slot"),
     }
 }
@@ -212,6 +236,7 @@ pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: 
 /// RENAME, RENAMENX and COPY between two shards.
 async fn move_key(
     shard: &Rc<Shard>,
+    held: bool,
     session: &Session,
     name: &str,
     args: &[&[u8]],
@@ -251,7 +276,9 @@ async fn move_key(
         [(ds, dst_db, &dst), (ss, src_db, &src)]
     };
     for (s, d, k) in order {
-        shard.lock(s, vec![(d, k.clone())], true).await;
+        if !held {
+            shard.lock(s, vec![(d, k.clone())], true).await;
+        }
     }
     let reply = async {
         let k = src.clone();
@@ -319,7 +346,9 @@ async fn move_key(
     }
     .await;
     for (s, d, k) in order {
-        shard.unlock(s, vec![(d, k.clone())], true).await;
+        if !held {
+            shard.unlock(s, vec![(d, k.clone())], true).await;
+        }
     }
     match reply {
         Err(e) => w.error(e),
@@ -335,6 +364,7 @@ async fn move_key(
 /// client sees the sources change under it or the destination half-written.
 async fn with_sources(
     shard: &Rc<Shard>,
+    held: bool,
     session: &Session,
     spec: &'static CommandSpec,
     args: &[&[u8]],
@@ -345,7 +375,7 @@ async fn with_sources(
     let dest = spec.written_key_positions(args).first().copied();
     let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
     let write = dest.is_some();
-    lock_all(shard, db, &all, write).await;
+    lock_all(shard, held, db, &all, write).await;
     let target = dest.map_or(shard.id, |i| route::shard_of(args[i], n));
     // Only sources of other shards travel: the target's own keys (the destination among them,
     // when it is also a source) are read in place, deadline and all.
@@ -360,7 +390,7 @@ async fn with_sources(
     let values = fetch(shard, db, source_keys).await;
     let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
     let reply = dispatch_on(shard, target, session, owned, values).await;
-    unlock_all(shard, db, &all, write).await;
+    unlock_all(shard, held, db, &all, write).await;
     out.extend_from_slice(&reply);
 }
 
@@ -391,6 +421,7 @@ async fn fetch(shard: &Shard, db: usize, keys: Vec<Vec<u8>>) -> Vec<(Vec<u8>, Op
 /// one, without STORE) and the command runs there on them, as in [`with_sources`].
 async fn sort(
     shard: &Rc<Shard>,
+    held: bool,
     session: &Session,
     spec: &'static CommandSpec,
     args: &[&[u8]],
@@ -411,7 +442,7 @@ async fn sort(
         keys.sort_unstable();
         keys.dedup();
         let all = plan(n, keys.into_iter());
-        lock_all(shard, db, &all, dest.is_some()).await;
+        lock_all(shard, held, db, &all, dest.is_some()).await;
         if sort_api::parses(args) {
             let k = source.clone();
             shard
@@ -425,7 +456,7 @@ async fn sort(
         let value = elements_of(fetch(shard, db, vec![source.clone()]).await);
         let now_named = sort_api::referenced_keys(args, value.as_ref());
         if now_named.iter().any(|k| named.binary_search(k).is_err()) {
-            unlock_all(shard, db, &all, dest.is_some()).await;
+            unlock_all(shard, held, db, &all, dest.is_some()).await;
             named.extend(now_named);
             named.sort_unstable();
             named.dedup();
@@ -440,7 +471,7 @@ async fn sort(
         let values = fetch(shard, db, travel).await;
         let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
         let reply = dispatch_on(shard, target, session, owned, values).await;
-        unlock_all(shard, db, &all, dest.is_some()).await;
+        unlock_all(shard, held, db, &all, dest.is_some()).await;
         out.extend_from_slice(&reply);
         return;
     }
@@ -450,6 +481,7 @@ async fn sort(
 /// order every command spanning shards locks in); returns what [`unlock_two`] releases.
 async fn lock_two(
     shard: &Shard,
+    held: bool,
     db: usize,
     a: (usize, &[u8]),
     b: (usize, &[u8]),
@@ -460,13 +492,18 @@ async fn lock_two(
     } else {
         [on(b), on(a)]
     };
-    for (s, keys) in &order {
-        shard.lock(*s, keys.clone(), true).await;
+    if !held {
+        for (s, keys) in &order {
+            shard.lock(*s, keys.clone(), true).await;
+        }
     }
     order
 }
 
-async fn unlock_two(shard: &Shard, order: [(usize, Vec<LockKey>); 2]) {
+async fn unlock_two(shard: &Shard, held: bool, order: [(usize, Vec<LockKey>); 2]) {
+    if held {
+        return;
+    }
     for (s, keys) in order {
         shard.unlock(s, keys, true).await;
     }
@@ -478,6 +515,7 @@ async fn unlock_two(shard: &Shard, order: [(usize, Vec<LockKey>); 2]) {
 /// nothing), then the pop and the push, and the destination's waiters served.
 pub async fn list_move_across(
     shard: &Shard,
+    held: bool,
     db: usize,
     src: &[u8],
     dst: &[u8],
@@ -500,7 +538,7 @@ pub async fn list_move_across(
             })
             .await;
     }
-    let order = lock_two(shard, db, (ss, &src), (ds, &dst)).await;
+    let order = lock_two(shard, held, db, (ss, &src), (ds, &dst)).await;
     let moved = async {
         let k = src.clone();
         let has = shard
@@ -544,7 +582,7 @@ pub async fn list_move_across(
         Ok(Some(v))
     }
     .await;
-    unlock_two(shard, order).await;
+    unlock_two(shard, held, order).await;
     moved
 }
 
@@ -553,6 +591,7 @@ pub async fn list_move_across(
 /// Redis checks both before it removes), then the removal and the add.
 async fn set_move_across(
     shard: &Shard,
+    held: bool,
     db: usize,
     src: &[u8],
     dst: &[u8],
@@ -561,7 +600,7 @@ async fn set_move_across(
     let n = shard.n;
     let (src, dst, m) = (src.to_vec(), dst.to_vec(), member.to_vec());
     let (ss, ds) = (route::shard_of(&src, n), route::shard_of(&dst, n));
-    let order = lock_two(shard, db, (ss, &src), (ds, &dst)).await;
+    let order = lock_two(shard, held, db, (ss, &src), (ds, &dst)).await;
     let moved = async {
         let look = |s: usize, k: Vec<u8>, m: Vec<u8>| {
             shard.call(s, move |sh: &Shard| {
@@ -592,7 +631,7 @@ async fn set_move_across(
         Ok(true)
     }
     .await;
-    unlock_two(shard, order).await;
+    unlock_two(shard, held, order).await;
     moved
 }
 
@@ -601,6 +640,7 @@ async fn set_move_across(
 /// the shard owning each key in turn until one answers with elements (or an error).
 async fn mpop(
     shard: &Rc<Shard>,
+    held: bool,
     session: &Session,
     spec: &'static CommandSpec,
     args: &[&[u8]],
@@ -615,7 +655,7 @@ async fn mpop(
         return;
     }
     let all = plan(n, positions.iter().map(|&i| args[i].to_vec()));
-    lock_all(shard, db, &all, true).await;
+    lock_all(shard, held, db, &all, true).await;
     let tail: Vec<Vec<u8>> = args[after_keys..].iter().map(|a| a.to_vec()).collect();
     let mut reply = Vec::new();
     for &i in &positions {
@@ -627,7 +667,7 @@ async fn mpop(
             break;
         }
     }
-    unlock_all(shard, db, &all, true).await;
+    unlock_all(shard, held, db, &all, true).await;
     out.extend_from_slice(&reply);
 }
 

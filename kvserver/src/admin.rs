@@ -138,13 +138,7 @@ pub async fn run(
         if local.starts_with(b"+") {
             let all = is(name, "FLUSHALL");
             everywhere(shard, move |sh| {
-                let mut d = sh.db.borrow_mut();
-                let n = d.databases();
-                for i in 0..n {
-                    if all || i == db {
-                        d.keyspace(i).clear();
-                    }
-                }
+                sh.db.borrow_mut().flush((!all).then_some(db));
             })
             .await;
         }
@@ -283,6 +277,8 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
         return w.error(b"ERR syntax error");
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+    // TYPE: Some(true) subscribed clients, Some(false) the others.
+    let mut pubsub: Option<bool> = None;
     for f in args[2..].chunks_exact(2) {
         let v = String::from_utf8_lossy(f[1]).into_owned();
         if is(f[0], "ID") {
@@ -294,6 +290,17 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
             addr = Some(v);
         } else if is(f[0], "LADDR") {
             laddr = Some(v);
+        } else if is(f[0], "TYPE") {
+            pubsub = match v.to_ascii_lowercase().as_str() {
+                "pubsub" => Some(true),
+                "normal" => Some(false),
+                // No replicas or masters yet: nobody is of these types.
+                "master" | "replica" | "slave" => return w.int(0),
+                _ => {
+                    let m = format!("ERR Unknown client type '{v}'");
+                    return w.error(m.as_bytes());
+                }
+            };
         } else if is(f[0], "SKIPME") {
             skipme = match v.as_str() {
                 "yes" => true,
@@ -306,6 +313,7 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
     }
     let n = g.kill(|e| {
         id.is_none_or(|i| e.id == i)
+            && pubsub.is_none_or(|p| e.is_pubsub() == p)
             && addr.as_ref().is_none_or(|a| e.addr.to_string() == *a)
             && laddr.as_ref().is_none_or(|a| e.laddr.to_string() == *a)
             && !(skipme && e.id == me.id)

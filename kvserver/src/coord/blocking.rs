@@ -33,11 +33,12 @@ use std::time::Duration;
 use kvcore::commands::blocking::{self as call, write_served, write_timeout, Op, Served};
 use kvcore::commands::{flags, CommandSpec};
 use kvcore::resp::ReplyWriter;
-use kvcore::{OpError, Session};
-use tokio::net::TcpStream;
+use std::future::Future;
+use std::pin::Pin;
 
-use crate::multi;
-use crate::route;
+use kvcore::{OpError, Session};
+
+use super::{multi, route};
 use crate::shard::{PopTry, Shard, Waiter};
 
 /// How a blocking command ended.
@@ -49,16 +50,14 @@ pub enum Outcome {
     Gone,
 }
 
-/// Runs a blocking command for `session`, waiting as long as its timeout allows. Bytes the
-/// client sends meanwhile go to `input` (at most `input_limit`).
-pub async fn run(
+/// Runs a blocking command for `session`, waiting as long as its timeout allows, or until
+/// `gone` (the connection's watch on its socket while the client waits) resolves.
+pub async fn run<G: Future<Output = ()>>(
     shard: &Rc<Shard>,
     session: &Session,
-    stream: &TcpStream,
     args: &[&[u8]],
     out: &mut Vec<u8>,
-    input: &mut Vec<u8>,
-    input_limit: usize,
+    gone: Pin<&mut G>,
 ) -> Outcome {
     let mut w = ReplyWriter::new(out, session.proto);
     let call = match call::parse(args) {
@@ -73,9 +72,7 @@ pub async fn run(
     let mut wait = Wait {
         shard,
         session,
-        stream,
-        input,
-        input_limit,
+        gone,
         deadline,
     };
     // A move to a list on another shard cannot be done in one step of the source's shard: wait
@@ -90,8 +87,10 @@ pub async fn run(
         let src = call.keys[0];
         if route::shard_of(dest, shard.n) != route::shard_of(src, shard.n) {
             loop {
-                match multi::list_move_across(shard, session.db, src, dest, from_left, to_left)
-                    .await
+                match multi::list_move_across(
+                    shard, false, session.db, src, dest, from_left, to_left,
+                )
+                .await
                 {
                     Ok(Some(v)) => w.bulk(&v),
                     Ok(None) => match wait.round(&[src], Op::ListReady).await {
@@ -115,6 +114,59 @@ pub async fn run(
     Outcome::Answered
 }
 
+/// Runs a blocking command without blocking, for a transaction that holds its keys' locks
+/// (Redis runs them so inside EXEC): the first key that can serve it does, else the timeout's
+/// reply at once.
+pub async fn run_held(shard: &Rc<Shard>, session: &Session, args: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, session.proto);
+    let call = match call::parse(args) {
+        Ok(c) => c,
+        Err(message) => {
+            w.error(message);
+            return out;
+        }
+    };
+    let db = session.db;
+    if let Op::Move {
+        from_left,
+        to_left,
+        ref dest,
+    } = call.op
+    {
+        let src = call.keys[0];
+        match multi::list_move_across(shard, true, db, src, dest, from_left, to_left).await {
+            Ok(Some(v)) => w.bulk(&v),
+            Ok(None) => w.null(),
+            Err(e) => w.error(e.message().as_bytes()),
+        }
+        return out;
+    }
+    for key in &call.keys {
+        let owner = route::shard_of(key, shard.n);
+        let (k, op) = (key.to_vec(), call.op.clone());
+        let tried = shard
+            .call(owner, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                match d.blocking_ready(db, &k, &op) {
+                    Ok(false) => None,
+                    Ok(true) => Some(d.blocking_run(db, &k, &op)),
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .await;
+        match tried {
+            None => continue,
+            Some(Ok(served)) => write_served(&mut w, &call.op, key, &served),
+            Some(Err(e)) => w.error(e.message().as_bytes()),
+        }
+        return out;
+    }
+    write_timeout(&mut w, &call.op);
+    out
+}
+
 /// How one round of waiting ended.
 enum Round {
     /// A key served the op (or the op failed there): the key and the result.
@@ -126,16 +178,14 @@ enum Round {
 }
 
 /// A blocked client's side of the wait.
-struct Wait<'a> {
+struct Wait<'a, G> {
     shard: &'a Rc<Shard>,
     session: &'a Session,
-    stream: &'a TcpStream,
-    input: &'a mut Vec<u8>,
-    input_limit: usize,
+    gone: Pin<&'a mut G>,
     deadline: Option<tokio::time::Instant>,
 }
 
-impl Wait<'_> {
+impl<G: Future<Output = ()>> Wait<'_, G> {
     /// Looks at `keys` in order, each on its own shard, running `op` on the first that can
     /// serve it, else registers on all of them and waits to be served, for the deadline or for
     /// the client to go.
@@ -174,7 +224,7 @@ impl Wait<'_> {
                 let gave_up = tokio::select! {
                     _ = waiter.done.notified() => None,
                     _ = until(self.deadline) => Some(Round::TimedOut),
-                    _ = read_while_blocked(self.stream, self.input, self.input_limit) => Some(Round::Gone),
+                    _ = self.gone.as_mut() => Some(Round::Gone),
                 };
                 global.blocked_clients.fetch_sub(1, Ordering::Relaxed);
                 match gave_up {
@@ -222,34 +272,8 @@ async fn until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Reads what the client sends while it waits into `input`; resolves when it hangs up (or
-/// CLIENT KILL shuts its socket down), on a read error, or once `input` passes `limit`.
-async fn read_while_blocked(stream: &TcpStream, input: &mut Vec<u8>, limit: usize) {
-    let mut chunk = [0u8; 4096];
-    loop {
-        if stream.readable().await.is_err() {
-            return;
-        }
-        match stream.try_read(&mut chunk) {
-            Ok(0) => return,
-            Ok(n) => {
-                input.extend_from_slice(&chunk[..n]);
-                if input.len() > limit {
-                    crate::log!(
-                        1,
-                        "closing blocked client that reached the max query buffer length"
-                    );
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(_) => return,
-        }
-    }
-}
-
 /// Serves the clients blocked on the keys of a write that spanned shards (a command whose
-/// keys live on several shards writes through [`crate::multi`], not `run_spec`).
+/// keys live on several shards writes through [`super::multi`], not `run_spec`).
 pub async fn wake_after_multi(shard: &Shard, spec: &CommandSpec, args: &[&[u8]]) {
     if shard.global.pops_in_flight.load(Ordering::Relaxed) == 0 || !spec.has(flags::WRITE) {
         return;

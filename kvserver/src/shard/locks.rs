@@ -16,6 +16,20 @@ use futures_channel::oneshot;
 /// A locked key: (database index, key bytes).
 pub type LockKey = (usize, Vec<u8>);
 
+/// Stands for every key of the shard, in every database: it conflicts with any other lock. A
+/// transaction takes it where its keys are not known up front (KEYS, FLUSHALL, SORT with BY
+/// patterns ...).
+pub const EVERY_KEY: LockKey = (usize::MAX, Vec::new());
+
+fn is_every(k: &LockKey) -> bool {
+    k.0 == usize::MAX
+}
+
+/// Whether two requests name a common key (every key overlaps everything).
+fn overlap(a: &[LockKey], b: &[LockKey]) -> bool {
+    a.iter().any(is_every) || b.iter().any(is_every) || a.iter().any(|k| b.contains(k))
+}
+
 #[derive(Default)]
 struct Held {
     shared: u32,
@@ -46,14 +60,21 @@ impl LockTable {
     }
 
     fn free_for(&self, keys: &[LockKey], exclusive: bool, upto: usize) -> bool {
-        let held_ok = keys.iter().all(|k| match self.held.get(k) {
-            None => true,
-            Some(h) => !(h.exclusive || (exclusive && h.shared > 0)),
-        });
+        let blocks = |h: &Held| h.exclusive || (exclusive && h.shared > 0);
+        let held_ok = if keys.iter().any(is_every) {
+            self.held.values().all(|h| !blocks(h))
+        } else {
+            self.held.get(&EVERY_KEY).is_none_or(|h| !blocks(h))
+                && keys
+                    .iter()
+                    .all(|k| self.held.get(k).is_none_or(|h| !blocks(h)))
+        };
         held_ok
-            && self.waiting.iter().take(upto).all(|w| {
-                !conflicts(w.exclusive, exclusive) || !w.keys.iter().any(|k| keys.contains(k))
-            })
+            && self
+                .waiting
+                .iter()
+                .take(upto)
+                .all(|w| !conflicts(w.exclusive, exclusive) || !overlap(&w.keys, keys))
     }
 
     fn take(&mut self, keys: &[LockKey], exclusive: bool) {
@@ -153,6 +174,25 @@ mod tests {
         t.release(&[k("a")], false);
         assert!(w.try_recv().unwrap().is_some());
         t.release(&[k("a")], true);
+        assert!(t.is_idle());
+    }
+
+    #[test]
+    fn every_key_conflicts_with_any_key() {
+        let mut t = LockTable::default();
+        assert!(t.acquire(vec![k("a")], false).is_none());
+        let mut all = t.acquire(vec![EVERY_KEY], true).expect("a reader holds a");
+        assert!(
+            t.must_wait(&[k("b")], false),
+            "behind the waiting EVERY_KEY"
+        );
+        t.release(&[k("a")], false);
+        assert!(all.try_recv().unwrap().is_some());
+        assert!(t.must_wait(&[k("zzz")], false));
+        let mut later = t.acquire(vec![k("c")], true).expect("every key is held");
+        t.release(&[EVERY_KEY], true);
+        assert!(later.try_recv().unwrap().is_some());
+        t.release(&[k("c")], true);
         assert!(t.is_idle());
     }
 

@@ -1,0 +1,301 @@
+//! Transactions: the keys a MULTI ... EXEC touches, their locks on every shard, and WATCH.
+//!
+//! EXEC runs its queued commands with no other client in between, whatever shards their keys
+//! live on. Before the first command it takes the key intent locks of every key the
+//! transaction names (and of the watched keys), on each shard in ascending order as every
+//! command spanning shards does; commands whose keys cannot be known up front (KEYS, FLUSHALL,
+//! SORT with BY or GET patterns, MOVE and COPY to another database, SWAPDB) lock every key of
+//! every shard instead ([`EVERY_KEY`]). With the locks held it checks the watched keys, then
+//! runs each command on the shard that owns its keys, then releases the locks.
+//!
+//! The fast path: when every key (watched ones included) lives on one shard and every command
+//! can run in that shard's store, the whole transaction is one job on that shard, one step of
+//! it: atomic by construction, no locks taken (unless another command spanning shards holds
+//! one of its keys, when it falls back to the locked path).
+//!
+//! WATCH registers the client's dirty flag with the watched key's store
+//! (`Db::watch`); a write to the key, its expiry, FLUSHDB, FLUSHALL or SWAPDB sets the flag
+//! there, as Redis's `touchWatchedKey` does.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use kvcore::commands::{self, flags, sort_api, CommandSpec};
+use kvcore::resp::Proto;
+use kvcore::Session;
+
+use super::route;
+use crate::shard::locks::{LockKey, EVERY_KEY};
+use crate::shard::Shard;
+
+/// A queued command: its arguments, owned.
+pub type Queued = Vec<Vec<u8>>;
+
+/// The state of a connection between MULTI and EXEC.
+#[derive(Default)]
+pub struct Multi {
+    /// Commands queued so far.
+    pub queued: Vec<Queued>,
+    /// A command failed to queue (unknown, wrong arity ...): EXEC answers EXECABORT.
+    pub aborted: bool,
+}
+
+/// The keys a connection watches, and the flag their stores set when one is touched.
+pub struct Watches {
+    /// Set by a store when a watched key is touched.
+    pub dirty: Arc<AtomicBool>,
+    /// (shard, database, key) of each watched key.
+    pub keys: Vec<(usize, usize, Vec<u8>)>,
+}
+
+impl Default for Watches {
+    fn default() -> Self {
+        Watches {
+            dirty: Arc::new(AtomicBool::new(false)),
+            keys: Vec::new(),
+        }
+    }
+}
+
+/// WATCH `keys` of database `db` for client `id`, each with its own shard's store.
+pub async fn watch(shard: &Shard, id: u64, db: usize, keys: &[&[u8]], w: &mut Watches) {
+    for &key in keys {
+        let s = route::shard_of(key, shard.n);
+        if w.keys.iter().any(|(_, d, k)| *d == db && k == key) {
+            continue;
+        }
+        let (k, dirty) = (key.to_vec(), w.dirty.clone());
+        shard
+            .call(s, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                d.watch(db, &k, id, &dirty);
+            })
+            .await;
+        w.keys.push((s, db, key.to_vec()));
+    }
+}
+
+/// Forgets every watched key (UNWATCH, EXEC, DISCARD, RESET, disconnect).
+pub async fn unwatch_all(shard: &Shard, id: u64, w: &mut Watches) {
+    let mut by_shard: BTreeMap<usize, Vec<(usize, Vec<u8>)>> = BTreeMap::new();
+    for (s, db, k) in w.keys.drain(..) {
+        by_shard.entry(s).or_default().push((db, k));
+    }
+    for (s, keys) in by_shard {
+        shard
+            .call(s, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                for (db, k) in &keys {
+                    d.unwatch(*db, k, id);
+                }
+            })
+            .await;
+    }
+    w.dirty.store(false, Ordering::Relaxed);
+}
+
+/// Whether EXEC must abort: a watched key was touched, or has expired since WATCH (Redis's
+/// `isWatchedKeyExpired`). Call with the watched keys locked.
+pub async fn watches_broken(shard: &Shard, id: u64, w: &Watches) -> bool {
+    if w.dirty.load(Ordering::Acquire) {
+        return true;
+    }
+    for (s, db, k) in &w.keys {
+        let (db, k) = (*db, k.clone());
+        let expired = shard
+            .call(*s, move |sh: &Shard| {
+                let mut d = sh.db.borrow_mut();
+                d.refresh_clock();
+                d.watched_key_expired(db, &k, id)
+            })
+            .await;
+        if expired {
+            return true;
+        }
+    }
+    w.dirty.load(Ordering::Acquire)
+}
+
+/// Where a transaction runs.
+pub struct Plan {
+    /// Every command can run in one shard's store in one step: that shard (`None`: no keys,
+    /// any shard).
+    pub one_shard: Option<Option<usize>>,
+    /// Otherwise the locks to take, by shard in ascending order.
+    pub locks: BTreeMap<usize, Vec<LockKey>>,
+}
+
+/// Commands whose keys a plan cannot list: the transaction locks every key.
+fn locks_everything(spec: &CommandSpec, args: &[Vec<u8>], n: usize) -> bool {
+    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+    spec.has(flags::ALL_KEYS)
+        || matches!(spec.name, "swapdb" | "move" | "flushall" | "flushdb")
+        || (spec.name == "copy" && refs.iter().any(|a| a.eq_ignore_ascii_case(b"DB")))
+        || (matches!(spec.name, "sort" | "sort_ro") && n > 1 && sort_api::has_patterns(&refs))
+}
+
+/// Commands a shard's store alone cannot answer for a transaction's client: the fast path
+/// leaves them to the connection.
+fn needs_server(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "info"
+            | "client"
+            | "config"
+            | "shutdown"
+            | "swapdb"
+            | "watch"
+            | "unwatch"
+            | "multi"
+            | "exec"
+            | "discard"
+    ) || crate::pubsub::is_pubsub(spec.name)
+        || spec.has(flags::ALL_KEYS)
+        || spec.has(flags::BLOCKING)
+}
+
+/// Plans a transaction of client session `session` (its database at MULTI time) over `n`
+/// shards, the watched keys included.
+pub fn plan(session: &Session, n: usize, queued: &[Queued], watched: &Watches) -> Plan {
+    let mut db = session.db;
+    let mut every = false;
+    let mut server_side = false;
+    let mut locks: BTreeMap<usize, Vec<LockKey>> = BTreeMap::new();
+    for args in queued {
+        let Some(spec) = commands::lookup(&args[0]) else {
+            continue;
+        };
+        if spec.name == "select" {
+            if let Some(d) = args.get(1).and_then(|a| kvcore::num::parse_i64(a)) {
+                if (0..16).contains(&d) {
+                    db = d as usize;
+                }
+            }
+            continue;
+        }
+        server_side |= needs_server(spec);
+        if locks_everything(spec, args, n) {
+            every = true;
+            continue;
+        }
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        for i in spec.key_positions(&refs) {
+            let s = route::shard_of(&args[i], n);
+            locks.entry(s).or_default().push((db, args[i].clone()));
+        }
+    }
+    for (s, d, k) in &watched.keys {
+        locks.entry(*s).or_default().push((*d, k.clone()));
+    }
+    if every {
+        let locks = (0..n).map(|s| (s, vec![EVERY_KEY])).collect();
+        return Plan {
+            one_shard: None,
+            locks,
+        };
+    }
+    for keys in locks.values_mut() {
+        keys.sort_unstable();
+        keys.dedup();
+    }
+    let one_shard = (!server_side && locks.len() <= 1).then(|| locks.keys().next().copied());
+    Plan { one_shard, locks }
+}
+
+/// Takes the plan's locks, in ascending shard order.
+pub async fn lock(shard: &Shard, locks: &BTreeMap<usize, Vec<LockKey>>) {
+    for (&s, keys) in locks {
+        shard.lock(s, keys.clone(), true).await;
+    }
+}
+
+/// Releases what [`lock`] took.
+pub async fn unlock(shard: &Shard, locks: BTreeMap<usize, Vec<LockKey>>) {
+    for (s, keys) in locks {
+        shard.unlock(s, keys, true).await;
+    }
+}
+
+/// What a transaction run in one step of one shard gives back.
+pub struct OneStep {
+    /// The EXEC reply (array of replies, or the null array when a watch broke).
+    pub reply: Vec<u8>,
+    /// The session after the commands (SELECT changes its database).
+    pub session: Session,
+}
+
+/// Runs a transaction on shard `s` in one step (see [`Plan::one_shard`]); `None` when another
+/// command spanning shards holds one of its keys there (take the locked path then).
+pub async fn run_one_shard(
+    shard: &Shard,
+    s: usize,
+    session: &Session,
+    queued: Vec<Queued>,
+    watched: &Watches,
+) -> Option<OneStep> {
+    let mut session = session.clone();
+    let id = session.id;
+    let dirty = watched.dirty.clone();
+    let keys: Vec<(usize, Vec<u8>)> = watched
+        .keys
+        .iter()
+        .map(|(_, d, k)| (*d, k.clone()))
+        .collect();
+    shard
+        .call(s, move |sh: &Shard| {
+            if !sh.locks.borrow().is_idle() {
+                let mut db = session.db;
+                for args in &queued {
+                    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+                    if sh.lock_needed(db, &refs).is_some() {
+                        return None;
+                    }
+                    if refs[0].eq_ignore_ascii_case(b"select") {
+                        if let Some(d) = refs.get(1).and_then(|a| kvcore::num::parse_i64(a)) {
+                            db = d.clamp(0, 15) as usize;
+                        }
+                    }
+                }
+                let watched_keys: Vec<LockKey> = keys.clone();
+                if !watched_keys.is_empty() && sh.locks.borrow().must_wait(&watched_keys, false) {
+                    return None;
+                }
+            }
+            sh.db.borrow_mut().refresh_clock();
+            let mut reply = Vec::new();
+            let broken = dirty.load(Ordering::Acquire)
+                || keys
+                    .iter()
+                    .any(|(d, k)| sh.db.borrow_mut().watched_key_expired(*d, k, id));
+            if broken {
+                null_array(&mut reply, session.proto);
+            } else {
+                array_len(&mut reply, queued.len());
+                for args in &queued {
+                    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+                    let spec = commands::lookup(refs[0]);
+                    sh.execute(&mut session, spec, &refs, &mut reply);
+                }
+            }
+            Some(OneStep { reply, session })
+        })
+        .await
+}
+
+/// The EXEC reply's header for `n` replies (`*n` in both protocols).
+pub fn array_len(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The reply of an EXEC whose watched keys were touched.
+pub fn null_array(out: &mut Vec<u8>, proto: Proto) {
+    out.extend_from_slice(if proto == Proto::Resp3 {
+        b"_\r\n"
+    } else {
+        b"*-1\r\n"
+    });
+}

@@ -1,0 +1,1024 @@
+//! One client connection: read, parse in place, route, execute, one write per batch.
+//!
+//! Each read is parsed into as many commands as it holds. A command whose keys live on this
+//! shard runs inline against the local store, replying straight into the output buffer. A
+//! command whose keys all live on one other shard is appended to that shard's batch; the
+//! batches go out as one message per shard when the read is done (or before a command that
+//! must see their effects), and the replies are stitched back in the client's order. Commands
+//! spanning shards (`multi`) and whole-keyspace commands (`special`) run after the batches
+//! ahead of them have resolved. The clock is read once per read batch.
+//!
+//! Between MULTI and EXEC commands are queued, and EXEC runs them through
+//! [`crate::coord::tx`]. A client subscribed to channels also waits for its mailbox (see
+//! [`crate::pubsub`]): what is delivered there goes out between its replies.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kvcore::commands::{self, flags, sort_api, CommandSpec};
+use kvcore::resp::parse::{Args, Limits, Parser, Status};
+use kvcore::resp::Proto;
+use kvcore::Session;
+use tokio::io::{AsyncWriteExt, Interest};
+use tokio::net::TcpStream;
+
+use crate::coord::tx::{self, Multi, Watches};
+use crate::coord::{blocking, multi, route};
+use crate::global::{lock, ClientEntry};
+use crate::pubsub::{self, Subscriptions};
+use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
+use crate::{admin, log};
+
+const READ_CHUNK: usize = BufPool::CHUNK;
+/// Replies are written out once this many bytes are waiting, even mid-batch.
+const FLUSH_AT: usize = 256 * 1024;
+/// Commands queued for other shards are sent off once this many wait, so that the replies a
+/// batch can bring back stay bounded (their sizes are unknown until they run).
+const REMOTE_AT: usize = 128;
+
+/// A client whose last this-many keyed commands all went to one other shard moves there.
+const MOVE_AFTER: u32 = 64;
+
+/// Where a command runs.
+enum Route {
+    /// Here; `true` when the command has keys (all of them here).
+    Local(Option<&'static CommandSpec>, bool),
+    Remote(usize),
+    /// Keys on several shards.
+    Multi(&'static CommandSpec),
+    Special,
+    /// BZPOPMIN and the like: may wait for its keys (see [`crate::coord::blocking`]).
+    Blocking,
+    /// Transactions and pub/sub: the connection serves them itself.
+    Conn(&'static CommandSpec),
+}
+
+enum Seg {
+    Local(usize, usize),
+    Remote(usize, usize),
+}
+
+/// Commands queued for other shards during one batch, and the order of all replies.
+struct Pending {
+    batches: Vec<RemoteBatch>,
+    segs: Vec<Seg>,
+    local: Vec<u8>,
+    active: bool,
+}
+
+/// How a connection's stay on this shard ended.
+enum End {
+    /// The client quit, or broke the protocol and got its error.
+    Closed,
+    /// Its keys live on shard `.0`: serve it from there.
+    Move(usize),
+}
+
+fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
+    let Some(spec) = commands::lookup(args[0]) else {
+        return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") {
+            Route::Special
+        } else {
+            Route::Local(None, false)
+        };
+    };
+    if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) {
+        return Route::Local(Some(spec), false);
+    }
+    if spec.has(flags::CONN) {
+        return Route::Conn(spec);
+    }
+    if admin::is_special(spec, args, shard.n) {
+        return Route::Special;
+    }
+    if spec.has(flags::BLOCKING) {
+        return Route::Blocking;
+    }
+    if shard.n == 1 {
+        return Route::Local(Some(spec), true);
+    }
+    // BY and GET patterns name keys that only the sorted elements tell.
+    if matches!(spec.name, "sort" | "sort_ro") && sort_api::has_patterns(args) {
+        return Route::Multi(spec);
+    }
+    let keys = spec.key_positions(args);
+    let Some(&first) = keys.first() else {
+        return Route::Local(Some(spec), false);
+    };
+    let s = route::shard_of(args[first], shard.n);
+    if keys[1..]
+        .iter()
+        .all(|&i| route::shard_of(args[i], shard.n) == s)
+    {
+        if s == shard.id {
+            Route::Local(Some(spec), true)
+        } else {
+            Route::Remote(s)
+        }
+    } else {
+        Route::Multi(spec)
+    }
+}
+
+async fn resolve(shard: &Shard, pend: &mut Pending, out: &mut Vec<u8>) {
+    if !pend.active {
+        return;
+    }
+    let mut waiting = Vec::new();
+    for s in 0..pend.batches.len() {
+        if !pend.batches[s].is_empty() {
+            let batch = std::mem::take(&mut pend.batches[s]);
+            waiting.push((s, shard.start_batch(s, batch).await));
+        }
+    }
+    let mut replies: Vec<Option<BatchReply>> = (0..pend.batches.len()).map(|_| None).collect();
+    for (s, rx) in waiting {
+        replies[s] = rx
+            .await
+            .ok()
+            .and_then(|p| p.downcast::<BatchReply>().ok())
+            .map(|b| *b);
+    }
+    for seg in pend.segs.drain(..) {
+        match seg {
+            Seg::Local(a, b) => out.extend_from_slice(&pend.local[a..b]),
+            Seg::Remote(s, i) => match &replies[s] {
+                Some(r) => out.extend_from_slice(r.get(i)),
+                None => out.extend_from_slice(b"-ERR shard unavailable: shutting down\r\n"),
+            },
+        }
+    }
+    pend.local.clear();
+    pend.active = false;
+}
+
+/// Serves one client until it quits, errs or is killed.
+pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
+    let global = shard.global.clone();
+    let id = global.next_id();
+    let laddr = stream.local_addr().unwrap_or(peer);
+    let entry = Arc::new(ClientEntry::new(id, peer, laddr, stream.as_raw_fd()));
+    global.register(entry.clone());
+    let _ = stream.set_nodelay(true);
+    let authenticated = shard.db.borrow().config.requirepass.is_empty();
+    let session = Session {
+        id,
+        authenticated,
+        ..Session::default()
+    };
+    serve_conn(shard, stream, session, entry).await;
+}
+
+/// Serves a client on this shard until it quits, errs, is killed or moves to the shard that
+/// holds its keys.
+///
+/// SO_REUSEPORT puts a connection on a shard by a hash of its address, not by its keys. A
+/// client whose keys all live on one other shard would pay a cross-shard hop on every
+/// command; after [`MOVE_AFTER`] such commands in a row it moves there, between two batches
+/// (nothing read and unanswered, nothing pending, no transaction, watch or subscription).
+/// Its socket leaves this shard's event loop and joins the other's; bytes the client sent
+/// meanwhile wait in the socket.
+pub async fn serve_conn(
+    shard: Rc<Shard>,
+    mut stream: TcpStream,
+    mut session: Session,
+    entry: Arc<ClientEntry>,
+) {
+    let mut conn = Conn::new(&shard, &entry, &mut session);
+    let end = conn.serve(&mut stream).await;
+    conn.leave().await;
+    drop(conn);
+    match end {
+        Ok(End::Closed) => {}
+        Ok(End::Move(to)) => match stream.into_std() {
+            Ok(stream) => {
+                let h = Handoff {
+                    stream,
+                    session,
+                    entry: entry.clone(),
+                };
+                if shard.hand_off(to, h) {
+                    shard
+                        .global
+                        .moved_connections
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+            Err(e) => log!(0, "client {}: {e}", entry.id),
+        },
+        Err(e) => log!(0, "client {} ({}): {e}", entry.id, entry.addr),
+    }
+    forget(&shard, &entry);
+}
+
+/// Removes a client that has gone from the registry and the connection count.
+pub fn forget(shard: &Shard, entry: &ClientEntry) {
+    shard.global.deregister(entry.id);
+    shard.global.connected.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// What the connection does after one command.
+enum Step {
+    Go,
+    /// Close once the replies so far are written (QUIT, SHUTDOWN).
+    Close,
+    /// The client sent these bytes while it was blocked: they follow what was already read.
+    Input(Vec<u8>),
+}
+
+/// The read side of a connection: its buffer and the parser over it.
+struct Input {
+    rbuf: Vec<u8>,
+    /// Unparsed bytes are `rbuf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Bytes the parser needs before it can make progress.
+    wait_for: usize,
+    parser: Parser,
+}
+
+/// Why a wait for input ended.
+enum Woke {
+    /// `n` bytes were read (0: the client hung up).
+    Read(usize),
+    /// The client's mailbox has messages (or it was cut off).
+    Mail,
+}
+
+/// One client's state on this shard.
+struct Conn<'a> {
+    shard: &'a Rc<Shard>,
+    entry: &'a ClientEntry,
+    session: &'a mut Session,
+    out: Vec<u8>,
+    pend: Pending,
+    /// The other shard that this client's last keyed commands all went to, and how many.
+    hop_to: usize,
+    hops: u32,
+    query_limit: usize,
+    /// Between MULTI and EXEC.
+    multi: Option<Box<Multi>>,
+    /// Keys under WATCH.
+    watches: Option<Box<Watches>>,
+    /// Channels and patterns subscribed.
+    subs: Option<Box<Subscriptions>>,
+}
+
+impl<'a> Conn<'a> {
+    fn new(shard: &'a Rc<Shard>, entry: &'a ClientEntry, session: &'a mut Session) -> Self {
+        let query_limit = shard
+            .db
+            .borrow()
+            .config
+            .get("client-query-buffer-limit")
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(1 << 30);
+        Conn {
+            shard,
+            entry,
+            session,
+            out: Vec::new(),
+            pend: Pending {
+                batches: (0..shard.n).map(|_| RemoteBatch::default()).collect(),
+                segs: Vec::new(),
+                local: Vec::new(),
+                active: false,
+            },
+            hop_to: 0,
+            hops: 0,
+            query_limit,
+            multi: None,
+            watches: None,
+            subs: None,
+        }
+    }
+
+    /// Serves batches until the client goes or moves.
+    async fn serve(&mut self, stream: &mut TcpStream) -> std::io::Result<End> {
+        let shard = self.shard;
+        let mut input = Input {
+            rbuf: Vec::new(),
+            start: 0,
+            end: 0,
+            wait_for: 0,
+            parser: Parser::new(Limits {
+                max_bulk_len: shard.db.borrow().config.proto_max_bulk_len as usize,
+                ..Limits::default()
+            }),
+        };
+        loop {
+            let woke = if input.end == 0 {
+                // Nothing partial is held: give the buffers back while the client is quiet, so
+                // an idle connection costs no buffer memory.
+                if !input.rbuf.is_empty() {
+                    let mut pool = shard.bufs.borrow_mut();
+                    pool.put_read(std::mem::take(&mut input.rbuf));
+                    pool.put_out(std::mem::take(&mut self.out));
+                }
+                if self.hops >= MOVE_AFTER && self.settled() {
+                    return Ok(End::Move(self.hop_to));
+                }
+                let woke = read_idle(shard, stream, &mut input.rbuf, self.mailbox()).await?;
+                if self.out.capacity() == 0 {
+                    self.out = shard.bufs.borrow_mut().take_out();
+                }
+                woke
+            } else {
+                if input.end == input.rbuf.len() {
+                    if input.start > 0 {
+                        input.rbuf.copy_within(input.start..input.end, 0);
+                        input.end -= input.start;
+                        input.start = 0;
+                    } else if input.rbuf.len() >= self.query_limit {
+                        return Err(std::io::Error::other(
+                            "closing client that reached the max query buffer length",
+                        ));
+                    } else {
+                        // One command is larger than the buffer: grow by what was received,
+                        // never by a length the client only declared.
+                        let new_len = (input.rbuf.len() * 2).min(self.query_limit.max(READ_CHUNK));
+                        input.rbuf.resize(new_len, 0);
+                    }
+                }
+                let end = input.end;
+                read(stream, &mut input.rbuf[end..], self.mailbox()).await?
+            };
+            let n = match woke {
+                Woke::Mail => {
+                    self.deliver_mail(stream).await?;
+                    continue;
+                }
+                Woke::Read(n) => n,
+            };
+            if n == 0 {
+                return Ok(End::Closed);
+            }
+            input.end += n;
+            if input.end - input.start < input.wait_for {
+                continue;
+            }
+            input.wait_for = 0;
+            let close = self.serve_batch(stream, &mut input).await?;
+            self.write_out(stream).await?;
+            if close {
+                return Ok(End::Closed);
+            }
+            if input.start == input.end {
+                input.start = 0;
+                input.end = 0;
+            }
+        }
+    }
+
+    /// Whether the client holds nothing that ties it to this shard.
+    fn settled(&self) -> bool {
+        self.multi.is_none() && self.watches.is_none() && self.subs.is_none()
+    }
+
+    fn mailbox(&self) -> Option<Rc<pubsub::Mailbox>> {
+        self.subs.as_ref().map(|s| s.mailbox.clone())
+    }
+
+    /// Writes out what was delivered to the client's mailbox; an error when it went past its
+    /// output limit.
+    async fn deliver_mail(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        if let Some(s) = &self.subs {
+            if s.mailbox.is_cut() {
+                return Err(std::io::Error::other(
+                    "closing client that reached the pubsub output buffer limit",
+                ));
+            }
+            if self.out.capacity() == 0 {
+                self.out = self.shard.bufs.borrow_mut().take_out();
+            }
+            s.mailbox.drain_into(&mut self.out);
+        }
+        self.write_out(stream).await
+    }
+
+    /// Parses and runs the commands of `input`; true when the connection must close after the
+    /// replies are written.
+    async fn serve_batch(
+        &mut self,
+        stream: &mut TcpStream,
+        input: &mut Input,
+    ) -> std::io::Result<bool> {
+        self.shard.db.borrow_mut().refresh_clock();
+        let mut pos = input.start;
+        let mut close = false;
+        loop {
+            let mut args = Args::new();
+            let consumed = match input
+                .parser
+                .parse_into(&input.rbuf[pos..input.end], &mut args)
+            {
+                Ok(Status::Command { consumed }) => consumed,
+                Ok(Status::Incomplete { hint }) => {
+                    input.wait_for = hint;
+                    break;
+                }
+                Err(e) => {
+                    self.resolve().await;
+                    self.out.extend_from_slice(b"-ERR ");
+                    self.out.extend_from_slice(e.to_string().as_bytes());
+                    self.out.extend_from_slice(b"\r\n");
+                    log!(1, "protocol error from client {}: {e}", self.entry.id);
+                    input.start = pos;
+                    return Ok(true);
+                }
+            };
+            pos += consumed;
+            if args.is_empty() {
+                continue;
+            }
+            let room = self.query_limit.saturating_sub(input.end - pos);
+            match self.command(stream, &args, room).await? {
+                Step::Go => {}
+                Step::Close => {
+                    close = true;
+                    break;
+                }
+                Step::Input(sent) => {
+                    drop(args);
+                    // What the client sent while it waited follows what was already read.
+                    let grown = input.end + sent.len();
+                    if grown > input.rbuf.len() {
+                        input.rbuf.resize(grown, 0);
+                    }
+                    input.rbuf[input.end..grown].copy_from_slice(&sent);
+                    input.end = grown;
+                }
+            }
+            if self.out.len() + self.pend.local.len() >= FLUSH_AT
+                || self.pend.segs.len() >= REMOTE_AT
+            {
+                self.resolve().await;
+                self.write_out(stream).await?;
+            }
+        }
+        self.resolve().await;
+        input.start = pos;
+        Ok(close)
+    }
+
+    /// Collects the replies of commands sent to other shards, in the client's order.
+    async fn resolve(&mut self) {
+        if self.pend.active {
+            Box::pin(resolve(self.shard, &mut self.pend, &mut self.out)).await;
+        }
+    }
+
+    /// Runs one command (or queues it, inside MULTI).
+    async fn command(
+        &mut self,
+        stream: &mut TcpStream,
+        args: &[&[u8]],
+        input_room: usize,
+    ) -> std::io::Result<Step> {
+        let shard = self.shard;
+        if self.subs.is_some() {
+            // A subscriber's messages and replies go out in the order they were made.
+            self.resolve().await;
+            if let Some(s) = &self.subs {
+                s.mailbox.drain_into(&mut self.out);
+            }
+        }
+        if self.multi.is_some() {
+            if let Some(step) = self.in_multi(args) {
+                return Ok(step);
+            }
+        }
+        let route = classify(shard, self.session, args);
+        if self.subscribed_resp2() {
+            if let Some(step) = self.in_subscribed_mode(args, &route) {
+                return Ok(step);
+            }
+        }
+        match route {
+            Route::Local(spec, keyed) => {
+                if keyed {
+                    self.hops = 0;
+                }
+                let session = &mut *self.session;
+                if self.pend.active {
+                    let a = self.pend.local.len();
+                    if !shard.try_run_now(session, spec, args, &mut self.pend.local) {
+                        shard
+                            .run_spec(session, spec, args, &mut self.pend.local)
+                            .await;
+                    }
+                    self.pend.segs.push(Seg::Local(a, self.pend.local.len()));
+                } else if !shard.try_run_now(session, spec, args, &mut self.out) {
+                    shard.run_spec(session, spec, args, &mut self.out).await;
+                }
+                self.after_session_change(args);
+                if self.session.close_after_reply {
+                    return Ok(Step::Close);
+                }
+            }
+            Route::Remote(s) => {
+                (self.hop_to, self.hops) = (s, if s == self.hop_to { self.hops + 1 } else { 1 });
+                self.pend.active = true;
+                self.pend.batches[s].push(args, self.session.db, self.session.proto);
+                self.pend
+                    .segs
+                    .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
+            }
+            Route::Multi(_) => {
+                self.hops = 0;
+                self.resolve().await;
+                // Boxed: rare, and its state would otherwise enlarge every idle connection.
+                Box::pin(multi::run(shard, self.session, args, &mut self.out)).await;
+            }
+            Route::Blocking => {
+                self.hops = 0;
+                self.resolve().await;
+                // The replies before it go out now: this one may take a while.
+                self.write_out(stream).await?;
+                let mut sent_meanwhile = Vec::new();
+                let ended = {
+                    let gone = read_while_blocked(stream, &mut sent_meanwhile, input_room);
+                    tokio::pin!(gone);
+                    Box::pin(blocking::run(
+                        shard,
+                        self.session,
+                        args,
+                        &mut self.out,
+                        gone.as_mut(),
+                    ))
+                    .await
+                };
+                if ended == blocking::Outcome::Gone {
+                    return Err(std::io::Error::other("client gone while blocked"));
+                }
+                if !sent_meanwhile.is_empty() {
+                    return Ok(Step::Input(sent_meanwhile));
+                }
+            }
+            Route::Special => {
+                self.resolve().await;
+                let (session, entry) = (&mut *self.session, self.entry);
+                if Box::pin(admin::run(shard, session, entry, args, &mut self.out)).await {
+                    return Ok(Step::Close);
+                }
+            }
+            Route::Conn(spec) => {
+                self.hops = 0;
+                self.resolve().await;
+                Box::pin(self.served_here(spec, args)).await;
+            }
+        }
+        Ok(Step::Go)
+    }
+
+    /// Inside MULTI: queues the command, or answers its error (which makes EXEC abort);
+    /// `None` for the commands that run at once (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET).
+    fn in_multi(&mut self, args: &[&[u8]]) -> Option<Step> {
+        let spec = commands::lookup(args[0]);
+        let exempt = spec.is_some_and(|s| {
+            matches!(
+                s.name,
+                "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+            )
+        });
+        let valid = spec.is_some_and(|s| {
+            s.arity_ok(args.len()) && (self.session.authenticated || s.has(flags::NO_AUTH))
+        });
+        let subscribed = self.subscribed_resp2();
+        let multi = self.multi.as_mut()?;
+        if exempt && valid {
+            return None;
+        }
+        if !valid {
+            // The store answers the error (unknown command, arity, NOAUTH) and runs nothing.
+            let mut err = Vec::new();
+            self.shard
+                .db
+                .borrow_mut()
+                .dispatch(self.session, args, &mut err);
+            if spec.is_some_and(|s| s.name == "exec") {
+                // EXEC itself rejected: the transaction is discarded with the reason.
+                let reason = err.strip_prefix(b"-").unwrap_or(&err);
+                self.out
+                    .extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
+                self.out.extend_from_slice(reason);
+                self.end_multi();
+                return Some(Step::Go);
+            }
+            multi.aborted = true;
+            self.out.extend_from_slice(&err);
+            return Some(Step::Go);
+        }
+        if exempt {
+            return None;
+        }
+        if subscribed {
+            let name = spec.map_or("", |s| s.name);
+            if !pubsub::allowed_when_subscribed(name) {
+                multi.aborted = true;
+                self.out
+                    .extend_from_slice(&not_in_subscribed_mode(name, args));
+                return Some(Step::Go);
+            }
+        }
+        multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+        self.entry
+            .multi
+            .store(multi.queued.len() as i64, Ordering::Relaxed);
+        self.out.extend_from_slice(b"+QUEUED\r\n");
+        Some(Step::Go)
+    }
+
+    fn subscribed_resp2(&self) -> bool {
+        self.session.proto == Proto::Resp2 && self.subs.as_ref().is_some_and(|s| s.total() > 0)
+    }
+
+    /// A RESP2 client in subscribed mode may only (un)subscribe, PING, QUIT and RESET; its PING
+    /// answers in the message shape.
+    fn in_subscribed_mode(&mut self, args: &[&[u8]], route: &Route) -> Option<Step> {
+        let spec = commands::lookup(args[0])?;
+        if matches!(route, Route::Local(_, false)) && !spec.arity_ok(args.len()) {
+            return None;
+        }
+        if !pubsub::allowed_when_subscribed(spec.name) {
+            self.out
+                .extend_from_slice(&not_in_subscribed_mode(spec.name, args));
+            return Some(Step::Go);
+        }
+        if spec.name == "ping" && args.len() <= 2 {
+            let mut w = kvcore::resp::ReplyWriter::new(&mut self.out, Proto::Resp2);
+            w.array_len(2);
+            w.bulk(b"pong");
+            w.bulk(args.get(1).copied().unwrap_or_default());
+            return Some(Step::Go);
+        }
+        None
+    }
+
+    /// MULTI, EXEC, DISCARD, WATCH, UNWATCH and the pub/sub commands.
+    async fn served_here(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) {
+        let shard = self.shard;
+        match spec.name {
+            "multi" => {
+                if self.multi.is_some() {
+                    self.out
+                        .extend_from_slice(b"-ERR MULTI calls can not be nested\r\n");
+                } else {
+                    self.multi = Some(Box::default());
+                    self.entry.multi.store(0, Ordering::Relaxed);
+                    self.out.extend_from_slice(b"+OK\r\n");
+                }
+            }
+            "discard" => {
+                if self.multi.is_none() {
+                    self.out
+                        .extend_from_slice(b"-ERR DISCARD without MULTI\r\n");
+                } else {
+                    self.end_multi();
+                    self.unwatch().await;
+                    self.out.extend_from_slice(b"+OK\r\n");
+                }
+            }
+            "exec" => self.exec().await,
+            "watch" => {
+                if self.multi.is_some() {
+                    self.out
+                        .extend_from_slice(b"-ERR WATCH inside MULTI is not allowed\r\n");
+                } else {
+                    let w = self.watches.get_or_insert_with(Box::default);
+                    tx::watch(shard, self.session.id, self.session.db, &args[1..], w).await;
+                    self.out.extend_from_slice(b"+OK\r\n");
+                }
+            }
+            "unwatch" => {
+                self.unwatch().await;
+                self.out.extend_from_slice(b"+OK\r\n");
+            }
+            _ => {
+                pubsub::command(
+                    shard,
+                    self.session,
+                    self.entry,
+                    &mut self.subs,
+                    args,
+                    false,
+                    &mut self.out,
+                )
+                .await;
+                if self.subs.as_ref().is_some_and(|s| s.total() == 0) {
+                    self.subs = None;
+                }
+            }
+        }
+    }
+
+    fn end_multi(&mut self) {
+        self.multi = None;
+        self.entry.multi.store(-1, Ordering::Relaxed);
+    }
+
+    async fn unwatch(&mut self) {
+        if let Some(mut w) = self.watches.take() {
+            tx::unwatch_all(self.shard, self.session.id, &mut w).await;
+        }
+    }
+
+    /// EXEC: runs the queued commands as one, or answers why not.
+    async fn exec(&mut self) {
+        let Some(multi) = self.multi.take() else {
+            self.out.extend_from_slice(b"-ERR EXEC without MULTI\r\n");
+            return;
+        };
+        self.end_multi();
+        if multi.aborted {
+            self.unwatch().await;
+            self.out.extend_from_slice(
+                b"-EXECABORT Transaction discarded because of previous errors.\r\n",
+            );
+            return;
+        }
+        let shard = self.shard;
+        let no_watch = Watches::default();
+        let watched = self.watches.as_deref().unwrap_or(&no_watch);
+        let plan = tx::plan(self.session, shard.n, &multi.queued, watched);
+        let queued = multi.queued;
+        if let Some(s) = plan.one_shard {
+            let s = s.unwrap_or(shard.id);
+            if let Some(step) =
+                tx::run_one_shard(shard, s, self.session, queued.clone(), watched).await
+            {
+                self.out.extend_from_slice(&step.reply);
+                *self.session = step.session;
+                self.unwatch().await;
+                self.mirror_session();
+                return;
+            }
+            // A command spanning shards holds one of its keys there: lock them instead.
+        }
+        let locks = plan.locks;
+        tx::lock(shard, &locks).await;
+        if tx::watches_broken(shard, self.session.id, watched).await {
+            tx::null_array(&mut self.out, self.session.proto);
+        } else {
+            tx::array_len(&mut self.out, queued.len());
+            for args in &queued {
+                let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+                Box::pin(self.run_held(&refs)).await;
+            }
+        }
+        tx::unlock(shard, locks).await;
+        self.unwatch().await;
+        self.mirror_session();
+    }
+
+    /// Runs one command of a transaction whose locks are held: no lock is taken or waited
+    /// for, and nothing blocks.
+    async fn run_held(&mut self, args: &[&[u8]]) {
+        let shard = self.shard;
+        let out = &mut self.out;
+        match classify(shard, self.session, args) {
+            Route::Local(spec, _) => shard.execute(self.session, spec, args, out),
+            Route::Remote(s) => {
+                let reply = remote_execute(shard, s, self.session, args).await;
+                out.extend_from_slice(&reply);
+            }
+            Route::Multi(spec) => {
+                multi::run_locked(shard, true, self.session, args, out).await;
+                blocking::wake_after_multi(shard, spec, args).await;
+            }
+            Route::Special => {
+                let _ = admin::run(shard, self.session, self.entry, args, out).await;
+            }
+            Route::Blocking => {
+                let reply = blocking::run_held(shard, self.session, args).await;
+                out.extend_from_slice(&reply);
+            }
+            Route::Conn(spec) => match spec.name {
+                "unwatch" => out.extend_from_slice(b"+OK\r\n"),
+                _ => {
+                    pubsub::command(
+                        shard,
+                        self.session,
+                        self.entry,
+                        &mut self.subs,
+                        args,
+                        true,
+                        out,
+                    )
+                    .await;
+                }
+            },
+        }
+    }
+
+    /// Mirrors session changes that CLIENT LIST shows into the registry (rare commands only).
+    fn after_session_change(&self, args: &[&[u8]]) {
+        let name = args[0];
+        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+        if is("select") || is("reset") || is("hello") || is("client") || is("move") {
+            self.mirror_session();
+        }
+    }
+
+    fn mirror_session(&self) {
+        let (session, entry) = (&*self.session, self.entry);
+        entry.db.store(session.db, Ordering::Relaxed);
+        entry.resp.store(
+            if session.proto == Proto::Resp3 { 3 } else { 2 },
+            Ordering::Relaxed,
+        );
+        *lock(&entry.name) = session.name.clone();
+        if let Some(s) = &self.subs {
+            s.set_proto(session.proto);
+        }
+    }
+
+    async fn write_out(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        let global = &self.shard.global;
+        let limit = if self.subs.is_some() {
+            global.opts.pubsub_limit
+        } else {
+            global.opts.output_limit
+        };
+        write_out(stream, &mut self.out, limit).await
+    }
+
+    /// Drops what ties the client to the server: its transaction, watches, subscriptions.
+    async fn leave(&mut self) {
+        self.end_multi();
+        self.unwatch().await;
+        pubsub::leave(self.shard, &mut self.subs, self.entry).await;
+    }
+}
+
+/// Runs one command on shard `s` for a transaction holding its keys' locks.
+async fn remote_execute(shard: &Shard, s: usize, session: &Session, args: &[&[u8]]) -> Vec<u8> {
+    let mut sess = session.clone();
+    let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+    shard
+        .call(s, move |sh: &Shard| {
+            let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+            let spec = commands::lookup(refs[0]);
+            let mut out = Vec::new();
+            sh.db.borrow_mut().refresh_clock();
+            sh.execute(&mut sess, spec, &refs, &mut out);
+            out
+        })
+        .await
+}
+
+/// Redis's error for a command a RESP2 subscriber may not run.
+fn not_in_subscribed_mode(name: &str, args: &[&[u8]]) -> Vec<u8> {
+    let mut full = name.to_string();
+    let containers = [
+        "client", "config", "object", "memory", "command", "pubsub", "latency", "slowlog", "acl",
+    ];
+    if containers.contains(&name) {
+        if let Some(sub) = args.get(1) {
+            full.push('|');
+            full.push_str(&String::from_utf8_lossy(sub).to_ascii_lowercase());
+        }
+    }
+    format!("-ERR Can't execute '{full}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n").into_bytes()
+}
+
+async fn write_out(
+    stream: &mut TcpStream,
+    out: &mut Vec<u8>,
+    limit: crate::options::OutputLimit,
+) -> std::io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    if limit.hard > 0 && out.len() as u64 > limit.hard {
+        return Err(std::io::Error::other(
+            "closing client that reached the output buffer hard limit",
+        ));
+    }
+    if limit.soft > 0 && out.len() as u64 > limit.soft {
+        let secs = Duration::from_secs(limit.soft_secs.max(1));
+        // Boxed: the timer is large and this path rare.
+        Box::pin(tokio::time::timeout(secs, stream.write_all(out)))
+            .await
+            .map_err(|_| {
+                std::io::Error::other(
+                    "closing client over the output buffer soft limit for too long",
+                )
+            })??;
+    } else {
+        stream.write_all(out).await?;
+    }
+    out.clear();
+    Ok(())
+}
+
+/// Waits until the socket is readable or, for a subscriber, until its mailbox has mail.
+async fn ready(stream: &TcpStream, mailbox: &Option<Rc<pubsub::Mailbox>>) -> std::io::Result<bool> {
+    match mailbox {
+        None => stream.readable().await.map(|()| true),
+        Some(m) => {
+            if !m.is_empty() || m.is_cut() {
+                return Ok(false);
+            }
+            tokio::select! {
+                r = stream.readable() => r.map(|()| true),
+                _ = m.wake.notified() => Ok(false),
+            }
+        }
+    }
+}
+
+/// Reads what the socket holds into `buf`, waiting for readiness when it holds nothing.
+async fn read(
+    stream: &TcpStream,
+    buf: &mut [u8],
+    mailbox: Option<Rc<pubsub::Mailbox>>,
+) -> std::io::Result<Woke> {
+    loop {
+        if !ready(stream, &mailbox).await? {
+            return Ok(Woke::Mail);
+        }
+        if let Some(n) = try_read(stream, buf)? {
+            return Ok(Woke::Read(n));
+        }
+    }
+}
+
+/// Like [`read`] for a client holding no buffer: one is taken from the shard's pool only once
+/// there is something to read into it, and goes back if the readiness was stale.
+async fn read_idle(
+    shard: &Shard,
+    stream: &TcpStream,
+    rbuf: &mut Vec<u8>,
+    mailbox: Option<Rc<pubsub::Mailbox>>,
+) -> std::io::Result<Woke> {
+    loop {
+        if !ready(stream, &mailbox).await? {
+            return Ok(Woke::Mail);
+        }
+        *rbuf = shard.bufs.borrow_mut().take_read();
+        match try_read(stream, rbuf) {
+            Ok(Some(n)) => return Ok(Woke::Read(n)),
+            Ok(None) => shard.bufs.borrow_mut().put_read(std::mem::take(rbuf)),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// One `recv` into `buf`: `Some(n)` bytes (0 at end of stream), `None` if there was nothing.
+///
+/// One `recv` per batch, as Redis does: a read that leaves room in `buf` drained the socket's
+/// queue, so the readiness it consumed is cleared then and there rather than found out by a
+/// second `recv` failing with EAGAIN. (Readiness that arrives meanwhile is not lost: tokio
+/// clears only the readiness it observed before the call.)
+fn try_read(stream: &TcpStream, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+    let sock = socket2::SockRef::from(stream);
+    let mut got = 0usize;
+    let r = stream.try_io(Interest::READABLE, || {
+        // The socket is non-blocking: an empty queue is `WouldBlock`.
+        got = (&*sock).read(buf)?;
+        if got > 0 && got < buf.len() {
+            // Drained: report "would block" so the readiness is cleared; `got` holds the data.
+            return Err(std::io::ErrorKind::WouldBlock.into());
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => Ok(Some(got)),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok((got > 0).then_some(got)),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads what the client sends while it waits into `input`; resolves when it hangs up (or
+/// CLIENT KILL shuts its socket down), on a read error, or once `input` passes `limit`.
+async fn read_while_blocked(stream: &TcpStream, input: &mut Vec<u8>, limit: usize) {
+    let mut chunk = [0u8; 4096];
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        match stream.try_read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => {
+                input.extend_from_slice(&chunk[..n]);
+                if input.len() > limit {
+                    crate::log!(
+                        1,
+                        "closing blocked client that reached the max query buffer length"
+                    );
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+}
