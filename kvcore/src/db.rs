@@ -103,6 +103,10 @@ pub struct Db {
     /// Per database, keys seen holding a hash with field deadlines: the active cycle purges
     /// them (stale names are dropped when found).
     pub(crate) hash_ttl_keys: Vec<std::collections::HashSet<Box<[u8]>>>,
+    /// Per database, the keys clients WATCH (see [`crate::watch`]).
+    pub(crate) watched: Vec<crate::watch::WatchTable>,
+    /// Databases with watched keys: while 0, no command looks at the tables.
+    pub(crate) watching: usize,
 }
 
 impl Default for Db {
@@ -138,6 +142,8 @@ impl Db {
             embedded,
             scratch: Vec::new(),
             hash_ttl_keys: (0..n).map(|_| std::collections::HashSet::new()).collect(),
+            watched: (0..n).map(|_| Default::default()).collect(),
+            watching: 0,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -232,6 +238,9 @@ impl Db {
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        if self.watching > 0 {
+            self.apply_touches();
+        }
     }
 
     /// Runs any command by its arguments and returns the decoded reply (RESP2 session on the
@@ -287,6 +296,7 @@ impl Db {
             }
         }
         self.purge_hash_fields(20);
+        self.apply_touches();
         expired
     }
 }

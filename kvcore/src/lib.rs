@@ -41,7 +41,7 @@ pub mod listpack;
 pub mod num;
 pub mod set;
 pub mod value;
-mod watch_stub;
+pub mod watch;
 pub mod zset;
 
 pub use clock::Clock;

@@ -405,7 +405,8 @@ fn flushdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !flush_mode_ok(a) {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    c.db.dbs[c.session.db].clear();
+    let db = c.session.db;
+    c.db.flush(Some(db));
     c.out.ok();
 }
 
@@ -413,9 +414,7 @@ fn flushall(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !flush_mode_ok(a) {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    for ks in &mut c.db.dbs {
-        ks.clear();
-    }
+    c.db.flush(None);
     c.out.ok();
 }
 
@@ -436,8 +435,11 @@ fn swapdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !(0..n).contains(&x) || !(0..n).contains(&y) {
         return c.out.error(b"ERR DB index is out of range");
     }
-    c.db.dbs.swap(x as usize, y as usize);
-    c.db.hash_ttl_keys.swap(x as usize, y as usize);
+    let (x, y) = (x as usize, y as usize);
+    c.db.touch_swapped(x, y);
+    c.db.dbs.swap(x, y);
+    c.db.hash_ttl_keys.swap(x, y);
+    c.db.relog_after_swap(x, y);
     c.out.ok();
 }
 

@@ -99,9 +99,7 @@ pub async fn unwatch_all(shard: &Shard, id: u64, w: &mut Watches) {
 /// Whether EXEC must abort: a watched key was touched, or has expired since WATCH (Redis's
 /// `isWatchedKeyExpired`). Call with the watched keys locked.
 pub async fn watches_broken(shard: &Shard, id: u64, w: &Watches) -> bool {
-    if w.dirty.load(Ordering::Acquire) {
-        return true;
-    }
+    // Each store applies its pending changes before it answers, so the flag is read after.
     for (s, db, k) in &w.keys {
         let (db, k) = (*db, k.clone());
         let expired = shard
@@ -265,10 +263,12 @@ pub async fn run_one_shard(
             }
             sh.db.borrow_mut().refresh_clock();
             let mut reply = Vec::new();
-            let broken = dirty.load(Ordering::Acquire)
-                || keys
-                    .iter()
-                    .any(|(d, k)| sh.db.borrow_mut().watched_key_expired(*d, k, id));
+            // The expiry check applies the store's pending changes first, so the flag is
+            // read after it.
+            let expired = keys
+                .iter()
+                .any(|(d, k)| sh.db.borrow_mut().watched_key_expired(*d, k, id));
+            let broken = expired || dirty.load(Ordering::Acquire);
             if broken {
                 null_array(&mut reply, session.proto);
             } else {

@@ -494,6 +494,11 @@ impl<'a> Conn<'a> {
                 return Ok(step);
             }
         }
+        if args.len() == 1 && args[0].eq_ignore_ascii_case(b"reset") {
+            // RESET also ends the transaction, the watches and the subscriptions.
+            self.resolve().await;
+            self.leave().await;
+        }
         let route = classify(shard, self.session, args);
         if self.subscribed_resp2() {
             if let Some(step) = self.in_subscribed_mode(args, &route) {
@@ -604,7 +609,10 @@ impl<'a> Conn<'a> {
                 .dispatch(self.session, args, &mut err);
             if spec.is_some_and(|s| s.name == "exec") {
                 // EXEC itself rejected: the transaction is discarded with the reason.
-                let reason = err.strip_prefix(b"-").unwrap_or(&err);
+                let reason = err
+                    .strip_prefix(b"-ERR ")
+                    .or_else(|| err.strip_prefix(b"-"))
+                    .unwrap_or(&err);
                 self.out
                     .extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
                 self.out.extend_from_slice(reason);

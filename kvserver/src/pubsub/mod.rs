@@ -91,9 +91,10 @@ impl Mailbox {
         self.buf.borrow().is_empty()
     }
 
-    fn deliver(&self, pattern: Option<&[u8]>, kind: usize, channel: &[u8], msg: &[u8]) {
+    /// Appends a message; true when this cut the client off.
+    fn deliver(&self, pattern: Option<&[u8]>, kind: usize, channel: &[u8], msg: &[u8]) -> bool {
         if self.cut.get() {
-            return;
+            return false;
         }
         let proto = if self.resp3.get() {
             Proto::Resp3
@@ -146,6 +147,7 @@ impl Mailbox {
             *self.buf.borrow_mut() = Vec::new();
         }
         self.wake.notify_one();
+        cut
     }
 }
 
@@ -497,34 +499,44 @@ pub fn publish(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) -> i64 {
         return 0;
     }
     if local {
-        deliver_here(kind, channel, msg);
+        deliver_here(shard, kind, channel, msg);
     }
     for s in (0..n).filter(|&s| s != shard.id && to[s / 64] & (1 << (s % 64)) != 0) {
         let (channel, msg) = (channel.to_vec(), msg.to_vec());
-        shard.post(s, move |_: &Shard| deliver_here(kind, &channel, &msg));
+        shard.post(s, move |sh: &Shard| deliver_here(sh, kind, &channel, &msg));
     }
     count
 }
 
-/// Delivers a message to the subscribers of this shard (the thread's own).
-fn deliver_here(kind: usize, channel: &[u8], msg: &[u8]) {
+/// Delivers a message to the subscribers of this shard (the thread's own). A subscriber cut
+/// off at its output limit has its socket shut down, so a write it is stuck in fails and its
+/// connection ends (and unsubscribes).
+fn deliver_here(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) {
+    let mut cut: Vec<u64> = Vec::new();
     LOCAL.with(|l| {
         let l = l.borrow();
         if let Some(list) = l.subs[kind].get(channel) {
             for m in list {
-                m.deliver(None, kind, channel, msg);
+                if m.deliver(None, kind, channel, msg) {
+                    cut.push(m.id);
+                }
             }
         }
         if kind == GLOBAL {
             for (p, list) in &l.psubs {
                 if kvcore::glob::matches(p, channel, false) {
                     for m in list {
-                        m.deliver(Some(p), kind, channel, msg);
+                        if m.deliver(Some(p), kind, channel, msg) {
+                            cut.push(m.id);
+                        }
                     }
                 }
             }
         }
     });
+    for id in cut {
+        shard.global.kill(|e| e.id == id);
+    }
 }
 
 /// PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB and HELP, from this shard's

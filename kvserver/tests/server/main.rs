@@ -11,6 +11,8 @@ mod hostile;
 mod lazyfree;
 mod limits;
 mod multishard;
+mod pubsub;
 mod sets;
 mod support;
+mod transactions;
 mod zsets;
