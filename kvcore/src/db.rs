@@ -232,12 +232,19 @@ impl Db {
             }
         }
         self.stats.commands += 1;
+        // Watched keys this write names, as they are before it runs (see `crate::watch`).
+        let before = (self.watching > 0 && spec.has(flags::WRITE))
+            .then(|| self.watched_before(session.db, spec, args));
+        let dbi = session.db;
         let mut ctx = Ctx {
             db: self,
             session,
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        if let Some(before) = before {
+            self.touch_changed(dbi, before);
+        }
         if self.watching > 0 {
             self.apply_touches();
         }

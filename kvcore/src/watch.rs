@@ -7,18 +7,23 @@
 //! that watches a changed key. A client that watched a key already past its deadline is not
 //! touched when that key is then deleted (no logical change), as Redis 7.0+ does.
 //!
-//! What counts as a change: every write that reaches a key (a new value, a deletion, a new
-//! deadline, an in-place update of a collection, an expiry), FLUSHDB, FLUSHALL and SWAPDB
-//! of a database holding the key. One difference from Redis: a write command that reaches an
-//! existing collection but leaves it as it was (SADD of a member already there, SREM of one
-//! that is not) touches the key here and not in Redis, so such an EXEC aborts where Redis's
-//! would not (a retry, never a lost update).
+//! What counts as a change: a new value (SET and every command that stores a whole value), a
+//! deletion, a deadline set or cleared, an expiry, FLUSHDB, FLUSHALL and SWAPDB of a database
+//! holding the key, and an in-place update of a collection, which is found by comparing the
+//! watched keys a write command names before and after it runs (only while the key is
+//! watched). So a write that changes nothing (SADD of a member already there, an error) touches
+//! nothing, as in Redis. One difference: an in-place update that leaves the value exactly as it
+//! was (HSET of the same value, INCRBY 0, LSET of the same element) touches the key in Redis
+//! and not here; nothing is lost by that, the EXEC just runs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::Db;
+
+/// A key's value and deadline, to tell whether a command changed it.
+pub(crate) type Snapshot = Option<(crate::value::Value, Option<u64>)>;
 
 /// One client's watch of one key.
 struct Watcher {
@@ -160,6 +165,50 @@ impl Db {
         for i in [x, y] {
             let watched = !self.watched[i].is_empty();
             self.dbs[i].log_touches(watched);
+        }
+    }
+
+    /// The watched keys among a write command's keys, each with its value and deadline now.
+    pub(crate) fn watched_before(
+        &mut self,
+        db: usize,
+        spec: &crate::commands::CommandSpec,
+        args: &[&[u8]],
+    ) -> Vec<(Box<[u8]>, Snapshot)> {
+        let now = self.now;
+        let Some(table) = self.watched.get(db) else {
+            return Vec::new();
+        };
+        spec.key_positions(args)
+            .into_iter()
+            .filter_map(|i| args.get(i))
+            .filter(|k| table.keys.contains_key(**k))
+            .map(|k| (Box::<[u8]>::from(*k), self.dbs[db].snapshot(k, now)))
+            .collect()
+    }
+
+    /// Touches the keys whose value or deadline differs from `before` (an in-place update of a
+    /// collection, which the keyspace does not see as a new value).
+    pub(crate) fn touch_changed(&mut self, db: usize, before: Vec<(Box<[u8]>, Snapshot)>) {
+        let now = self.now;
+        for (k, old) in before {
+            if self.dbs[db].snapshot(&k, now) != old {
+                let exists = self.dbs[db].holds(&k);
+                self.watched[db].touch(&k, exists);
+            }
+        }
+    }
+
+    /// Touches the watchers of `key` in database `db`: a change the server made through the
+    /// typed methods (a list push or a set add of a command spanning shards).
+    pub fn signal_modified(&mut self, db: usize, key: &[u8]) {
+        if self.watching == 0 {
+            return;
+        }
+        self.apply_touches();
+        if let Some(table) = self.watched.get_mut(db) {
+            let exists = self.dbs[db].holds(key);
+            table.touch(key, exists);
         }
     }
 

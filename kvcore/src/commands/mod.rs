@@ -20,6 +20,7 @@ mod set;
 mod sort;
 mod sources;
 mod strings;
+mod subcommands;
 mod zset;
 
 /// Typed options of the string commands.
@@ -351,6 +352,36 @@ pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 /// Every command, in table order.
 pub fn all() -> &'static [&'static CommandSpec] {
     &table().specs
+}
+
+/// Checks a container command's subcommand (CLIENT SETNAME, CONFIG GET ...) as Redis does
+/// before it runs or queues one: the error reply for an unknown subcommand or a wrong number
+/// of arguments. Commands without subcommands pass.
+pub fn check_subcommand(spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Vec<u8>> {
+    let rows = subcommands::SUBCOMMANDS;
+    let Some(sub) = args.get(1) else {
+        return Ok(());
+    };
+    if !rows.iter().any(|(c, _, _)| *c == spec.name) {
+        return Ok(());
+    }
+    let lower = sub.to_ascii_lowercase();
+    let mut out = Vec::new();
+    let mut w = ReplyWriter::new(&mut out, crate::resp::Proto::Resp2);
+    match rows
+        .iter()
+        .find(|(c, s, _)| *c == spec.name && s.as_bytes() == lower.as_slice())
+    {
+        None => unknown_subcommand(&mut w, spec.name, sub),
+        Some((c, s, arity)) => {
+            let (argc, a) = (args.len() as i64, i64::from(*arity));
+            if (a >= 0 && argc == a) || (a < 0 && argc >= -a) {
+                return Ok(());
+            }
+            wrong_arity(&mut w, &format!("{c}|{s}"));
+        }
+    }
+    Err(out)
 }
 
 /// Writes Redis's unknown-command error for `args`.

@@ -95,6 +95,12 @@ impl Keyspace {
         }
     }
 
+    /// A copy of a live key's value and deadline (for WATCH: only watched keys are copied).
+    pub(crate) fn snapshot(&self, key: &[u8], now: u64) -> crate::watch::Snapshot {
+        self.peek(key, now)
+            .map(|n| (n.value.clone(), n.expire_at()))
+    }
+
     /// Whether `key` is in the table, live or past its deadline.
     pub(crate) fn holds(&self, key: &[u8]) -> bool {
         self.main.get(key).is_some()
@@ -165,9 +171,6 @@ impl Keyspace {
     /// The live value of `key`, mutable.
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         self.main.rehash_step(REHASH_MOVES);
-        if self.touch_log.is_some() && self.check_live(key, now) {
-            self.touched(key);
-        }
         self.live(key, now).map(|n| &mut n.value)
     }
 

@@ -562,7 +562,10 @@ pub async fn list_move_across(
         let k = src.clone();
         let v = shard
             .call(ss, move |sh: &Shard| {
-                sh.db.borrow_mut().list_pop(db, &k, from_left, 1)
+                let mut d = sh.db.borrow_mut();
+                let popped = d.list_pop(db, &k, from_left, 1);
+                d.signal_modified(db, &k);
+                popped
             })
             .await?;
         let Some(v) = v.into_iter().next() else {
@@ -571,10 +574,12 @@ pub async fn list_move_across(
         let (k, pushed) = (dst.clone(), v.clone());
         shard
             .call(ds, move |sh: &Shard| {
-                let r = sh
-                    .db
-                    .borrow_mut()
-                    .list_push(db, &k, &[&pushed], to_left, false);
+                let r = {
+                    let mut d = sh.db.borrow_mut();
+                    let r = d.list_push(db, &k, &[&pushed], to_left, false);
+                    d.signal_modified(db, &k);
+                    r
+                };
                 sh.serve(&k);
                 r
             })
@@ -619,13 +624,19 @@ async fn set_move_across(
         let (k, mm) = (src.clone(), m.clone());
         shard
             .call(ss, move |sh: &Shard| {
-                sh.db.borrow_mut().set_remove(db, &k, &[&mm])
+                let mut d = sh.db.borrow_mut();
+                let removed = d.set_remove(db, &k, &[&mm]);
+                d.signal_modified(db, &k);
+                removed
             })
             .await?;
         let (k, mm) = (dst.clone(), m.clone());
         shard
             .call(ds, move |sh: &Shard| {
-                sh.db.borrow_mut().set_add(db, &k, &[&mm])
+                let mut d = sh.db.borrow_mut();
+                let added = d.set_add(db, &k, &[&mm]);
+                d.signal_modified(db, &k);
+                added
             })
             .await?;
         Ok(true)

@@ -489,6 +489,23 @@ impl<'a> Conn<'a> {
                 s.mailbox.drain_into(&mut self.out);
             }
         }
+        if args[0].eq_ignore_ascii_case(b"exec") && !self.exec_allowed(args) {
+            // EXEC itself rejected (arity, authentication): Redis discards the transaction,
+            // if any, and says why, inside MULTI or not.
+            self.resolve().await;
+            let mut err = Vec::new();
+            shard.db.borrow_mut().dispatch(self.session, args, &mut err);
+            let reason = err
+                .strip_prefix(b"-ERR ")
+                .or_else(|| err.strip_prefix(b"-"))
+                .unwrap_or(&err);
+            self.out
+                .extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
+            self.out.extend_from_slice(reason);
+            self.end_multi();
+            self.unwatch().await;
+            return Ok(Step::Go);
+        }
         if self.multi.is_some() {
             if let Some(step) = self.in_multi(args) {
                 return Ok(step);
@@ -595,6 +612,17 @@ impl<'a> Conn<'a> {
         let valid = spec.is_some_and(|s| {
             s.arity_ok(args.len()) && (self.session.authenticated || s.has(flags::NO_AUTH))
         });
+        if let Some(Err(e)) = spec
+            .filter(|_| valid)
+            .map(|s| commands::check_subcommand(s, args))
+        {
+            // A container command with an unknown subcommand or its wrong arity.
+            if let Some(m) = self.multi.as_mut() {
+                m.aborted = true;
+            }
+            self.out.extend_from_slice(&e);
+            return Some(Step::Go);
+        }
         let subscribed = self.subscribed_resp2();
         let multi = self.multi.as_mut()?;
         if exempt && valid {
@@ -607,18 +635,6 @@ impl<'a> Conn<'a> {
                 .db
                 .borrow_mut()
                 .dispatch(self.session, args, &mut err);
-            if spec.is_some_and(|s| s.name == "exec") {
-                // EXEC itself rejected: the transaction is discarded with the reason.
-                let reason = err
-                    .strip_prefix(b"-ERR ")
-                    .or_else(|| err.strip_prefix(b"-"))
-                    .unwrap_or(&err);
-                self.out
-                    .extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
-                self.out.extend_from_slice(reason);
-                self.end_multi();
-                return Some(Step::Go);
-            }
             multi.aborted = true;
             self.out.extend_from_slice(&err);
             return Some(Step::Go);
@@ -641,6 +657,13 @@ impl<'a> Conn<'a> {
             .store(multi.queued.len() as i64, Ordering::Relaxed);
         self.out.extend_from_slice(b"+QUEUED\r\n");
         Some(Step::Go)
+    }
+
+    /// Whether an EXEC passes the checks every command passes (arity, authentication).
+    fn exec_allowed(&self, args: &[&[u8]]) -> bool {
+        commands::lookup(args[0]).is_some_and(|s| {
+            s.arity_ok(args.len()) && (self.session.authenticated || s.has(flags::NO_AUTH))
+        })
     }
 
     fn subscribed_resp2(&self) -> bool {

@@ -297,7 +297,12 @@ pub async fn command(
             }
             w.int(n);
         }
-        "pubsub" => introspect(args, &mut w),
+        "pubsub" => match kvcore::commands::lookup(b"pubsub").map_or(Ok(()), |spec| {
+            kvcore::commands::check_subcommand(spec, args)
+        }) {
+            Ok(()) => introspect(args, &mut w),
+            Err(e) => w.out.extend_from_slice(&e),
+        },
         "subscribe" | "psubscribe" | "ssubscribe" => {
             if deny_blocking && name == "ssubscribe" {
                 return w.error(b"ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client");

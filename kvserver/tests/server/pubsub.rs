@@ -104,7 +104,7 @@ fn replies_and_subscribed_mode_as_redis() {
         );
         assert_eq!(
             call(&mut publisher, "PUBSUB NOPE"),
-            "-ERR unknown subcommand or wrong number of arguments for 'NOPE'. Try PUBSUB HELP.\r\n"
+            "-ERR unknown subcommand 'NOPE'. Try PUBSUB HELP.\r\n"
         );
         let list = call(&mut publisher, "CLIENT LIST");
         assert!(list.contains("flags=P db=0 sub=2 psub=1 ssub=0"), "{list}");

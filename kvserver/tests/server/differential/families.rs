@@ -834,6 +834,11 @@ pub static FAMILIES: &[Family] = &[
         commands: GEO,
         weight: 5,
     },
+    Family {
+        name: "transactions",
+        commands: super::transactions::TRANSACTIONS,
+        weight: 4,
+    },
 ];
 
 /// One command: a family by weight, a generator, then sometimes a broken arity, an unknown

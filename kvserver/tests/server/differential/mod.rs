@@ -23,6 +23,7 @@ mod hashes;
 mod lists;
 mod sets;
 mod sort;
+mod transactions;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -159,6 +160,25 @@ fn show(args: &[Vec<u8>]) -> String {
         .join(" ")
 }
 
+/// An EXEC reply with each element normalized as the reply of the command queued for it.
+fn normalize_exec(queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
+    let header_end = match reply.iter().position(|&b| b == b'\n') {
+        Some(i) if reply.starts_with(b"*") && !reply.starts_with(b"*-1") => i + 1,
+        _ => return reply,
+    };
+    let mut out = reply[..header_end].to_vec();
+    let mut at = header_end;
+    for cmd in queued {
+        let Ok(Some((_, used))) = parse_reply(&reply[at..]) else {
+            return reply;
+        };
+        out.extend_from_slice(&normalize(cmd, reply[at..at + used].to_vec()));
+        at += used;
+    }
+    out.extend_from_slice(&reply[at..]);
+    out
+}
+
 /// Sorts what Redis leaves unordered: the array of KEYS, the key list of SCAN.
 fn normalize(cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
     let name = cmd[0].to_ascii_uppercase();
@@ -259,6 +279,7 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
     }
     // Pipelines of a bounded size: neither side's buffers fill while the other waits.
     let mut skew_ms = 0;
+    let mut queue: Option<Vec<Cmd>> = None;
     for (b, batch) in cmds.chunks(64).enumerate() {
         // Both servers get the batch before either is read: their clocks stay close.
         let sent = Instant::now();
@@ -268,8 +289,26 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
         let z = theirs.receive(batch);
         skew_ms = skew_ms.max(sent.elapsed().as_millis() as u64 + 1);
         for (j, cmd) in batch.iter().enumerate() {
-            let a = normalize(cmd, a[j].clone());
-            let z = normalize(cmd, z[j].clone());
+            // The commands a transaction queued, to normalize their replies inside EXEC's.
+            let name = cmd[0].to_ascii_uppercase();
+            let (a, z) = if name == b"EXEC" && queue.is_some() {
+                let q = queue.take().unwrap_or_default();
+                (
+                    normalize_exec(&q, a[j].clone()),
+                    normalize_exec(&q, z[j].clone()),
+                )
+            } else {
+                if name == b"DISCARD" {
+                    queue = None;
+                } else if name == b"MULTI" && z[j] == b"+OK\r\n" {
+                    queue = Some(Vec::new());
+                } else if z[j] == b"+QUEUED\r\n" {
+                    if let Some(q) = queue.as_mut() {
+                        q.push(cmd.clone());
+                    }
+                }
+                (normalize(cmd, a[j].clone()), normalize(cmd, z[j].clone()))
+            };
             if !same(cmd, &a, &z, skew_ms) && stale_errno(cmd, &a, &z) {
                 // Redis 7.0's SORT reads `errno` after strtod without clearing it, so an
                 // ERANGE left by an earlier command (INCRBYFLOAT 1e5000) fails it until some
