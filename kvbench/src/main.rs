@@ -10,6 +10,7 @@
 //! - [`calibrate`]: the same workload from kvbench and from redis-benchmark.
 //! - [`null_server`]: a server that does no work, so the load generator is the bottleneck;
 //!   [`null_uring`]: the same on io_uring, to compare event models.
+//! - [`scenario`]: `kvbench fanout` (pub/sub) and `kvbench tx` (MULTI/EXEC).
 //! - [`chart`]: the SVG chart of a comparison.
 //! - [`control`], [`sys`], [`progress`]: control client and server processes, /proc, progress.
 
@@ -25,6 +26,7 @@ mod null_tests;
 mod null_uring;
 mod progress;
 mod run;
+mod scenario;
 mod stats;
 mod sys;
 mod workload;
@@ -54,6 +56,10 @@ enum Cmd {
     Calibrate(calibrate::CalibrateArgs),
     /// A RESP server that answers every command without doing it (for calibration).
     NullServer(null_server::NullArgs),
+    /// Pub/sub fan-out: subscribers of one channel, publishers pipelining PUBLISH.
+    Fanout(scenario::FanoutArgs),
+    /// Transactions: MULTI, a SET per key, EXEC, from many connections.
+    Tx(scenario::TxArgs),
 }
 
 fn main() {
@@ -63,6 +69,8 @@ fn main() {
         Cmd::Compare(a) => compare::main(a),
         Cmd::Calibrate(a) => calibrate::main(a),
         Cmd::NullServer(a) => null_server::main(a),
+        Cmd::Fanout(a) => scenario::fanout(a),
+        Cmd::Tx(a) => scenario::tx(a),
     };
     match r {
         Ok(code) => std::process::exit(code),

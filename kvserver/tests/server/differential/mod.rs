@@ -172,7 +172,28 @@ fn normalize_exec(queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
         let Ok(Some((_, used))) = parse_reply(&reply[at..]) else {
             return reply;
         };
-        out.extend_from_slice(&normalize(cmd, reply[at..at + used].to_vec()));
+        let one = reply[at..at + used].to_vec();
+        let name = cmd[0].to_ascii_uppercase();
+        // Inside EXEC a relative deadline cannot get the clock slack that `same` gives: a
+        // non-negative TTL is compared as present, not by value.
+        let timed = CLOCK_SENSITIVE.contains(&name.as_slice())
+            && one.starts_with(b":")
+            && !one.starts_with(b":-");
+        // Nor can OBJECT ENCODING get the 7.0-versus-7.2 allowance of `same`.
+        let encoding = name == b"OBJECT"
+            && [
+                &b"$8\r\nlistpack\r\n"[..],
+                b"$9\r\nhashtable\r\n",
+                b"$9\r\nquicklist\r\n",
+            ]
+            .contains(&one.as_slice());
+        out.extend_from_slice(&if encoding {
+            b"$1\r\nE\r\n".to_vec()
+        } else if timed {
+            b":T\r\n".to_vec()
+        } else {
+            normalize(cmd, one)
+        });
         at += used;
     }
     out.extend_from_slice(&reply[at..]);
