@@ -437,8 +437,14 @@ impl<'a> Conn<'a> {
             if args.is_empty() {
                 continue;
             }
-            let room = self.query_limit.saturating_sub(input.end - pos);
-            match self.command(stream, &args, room).await? {
+            let step = match self.try_now(&args) {
+                Some(step) => step,
+                None => {
+                    let room = self.query_limit.saturating_sub(input.end - pos);
+                    Box::pin(self.command(stream, &args, room)).await?
+                }
+            };
+            match step {
                 Step::Go => {}
                 Step::Close => {
                     close = true;
@@ -471,6 +477,54 @@ impl<'a> Conn<'a> {
     async fn resolve(&mut self) {
         if self.pend.active {
             Box::pin(resolve(self.shard, &mut self.pend, &mut self.out)).await;
+        }
+    }
+
+    /// The common case without an `await`: a client with no transaction and no subscription
+    /// runs a command of this shard whose keys no command spanning shards holds, or queues
+    /// one for another shard. `None`: take [`Conn::command`].
+    #[inline]
+    fn try_now(&mut self, args: &[&[u8]]) -> Option<Step> {
+        if self.multi.is_some() || self.subs.is_some() {
+            return None;
+        }
+        match classify(self.shard, self.session, args) {
+            Route::Local(spec, keyed) => {
+                // EXEC outside MULTI and RESET have more to do than the store's answer.
+                if spec.is_some_and(|s| s.name == "exec" || s.name == "reset") {
+                    return None;
+                }
+                let shard = self.shard;
+                let session = &mut *self.session;
+                if self.pend.active {
+                    let a = self.pend.local.len();
+                    if !shard.try_run_now(session, spec, args, &mut self.pend.local) {
+                        return None;
+                    }
+                    self.pend.segs.push(Seg::Local(a, self.pend.local.len()));
+                } else if !shard.try_run_now(session, spec, args, &mut self.out) {
+                    return None;
+                }
+                if keyed {
+                    self.hops = 0;
+                }
+                self.after_session_change(args);
+                Some(if self.session.close_after_reply {
+                    Step::Close
+                } else {
+                    Step::Go
+                })
+            }
+            Route::Remote(s) => {
+                (self.hop_to, self.hops) = (s, if s == self.hop_to { self.hops + 1 } else { 1 });
+                self.pend.active = true;
+                self.pend.batches[s].push(args, self.session.db, self.session.proto);
+                self.pend
+                    .segs
+                    .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
+                Some(Step::Go)
+            }
+            _ => None,
         }
     }
 
