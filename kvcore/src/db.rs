@@ -103,10 +103,6 @@ pub struct Db {
     /// Per database, keys seen holding a hash with field deadlines: the active cycle purges
     /// them (stale names are dropped when found).
     pub(crate) hash_ttl_keys: Vec<std::collections::HashSet<Box<[u8]>>>,
-    /// Per database, the keys clients WATCH (see [`crate::watch`]).
-    pub(crate) watched: Vec<crate::watch::WatchTable>,
-    /// Databases with watched keys: while 0, no command looks at the tables.
-    pub(crate) watching: usize,
 }
 
 impl Default for Db {
@@ -142,8 +138,6 @@ impl Db {
             embedded,
             scratch: Vec::new(),
             hash_ttl_keys: (0..n).map(|_| std::collections::HashSet::new()).collect(),
-            watched: (0..n).map(|_| Default::default()).collect(),
-            watching: 0,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -232,22 +226,12 @@ impl Db {
             }
         }
         self.stats.commands += 1;
-        // Watched keys this write names, as they are before it runs (see `crate::watch`).
-        let before = (self.watching > 0 && spec.has(flags::WRITE))
-            .then(|| self.watched_before(session.db, spec, args));
-        let dbi = session.db;
         let mut ctx = Ctx {
             db: self,
             session,
             out: w,
         };
         (spec.handler)(&mut ctx, args);
-        if let Some(before) = before {
-            self.touch_changed(dbi, before);
-        }
-        if self.watching > 0 {
-            self.apply_touches();
-        }
     }
 
     /// Runs any command by its arguments and returns the decoded reply (RESP2 session on the
@@ -303,7 +287,6 @@ impl Db {
             }
         }
         self.purge_hash_fields(20);
-        self.apply_touches();
         expired
     }
 }

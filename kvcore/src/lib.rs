@@ -41,7 +41,6 @@ pub mod listpack;
 pub mod num;
 pub mod set;
 pub mod value;
-pub mod watch;
 pub mod zset;
 
 pub use clock::Clock;

@@ -155,20 +155,8 @@ impl Db {
         }
     }
 
-    /// Runs `op` on `key` (after [`Db::blocking_ready`] said it can, in the same step), and
-    /// touches the watchers of the keys it changed.
+    /// Runs `op` on `key` (after [`Db::blocking_ready`] said it can, in the same step).
     pub fn blocking_run(&mut self, dbi: usize, key: &[u8], op: &Op) -> OpResult<Served> {
-        let served = self.blocking_op(dbi, key, op);
-        if served.is_ok() && !matches!(op, Op::ListReady) {
-            self.signal_modified(dbi, key);
-            if let Op::Move { dest, .. } = op {
-                self.signal_modified(dbi, dest);
-            }
-        }
-        served
-    }
-
-    fn blocking_op(&mut self, dbi: usize, key: &[u8], op: &Op) -> OpResult<Served> {
         match *op {
             Op::ZPop { max, count, .. } => self.zpop(dbi, key, max, count).map(Served::Z),
             Op::Pop { left, count, .. } => self.list_pop(dbi, key, left, count).map(Served::List),

@@ -240,8 +240,6 @@ impl Db {
             return Ok(None);
         };
         self.list_push(dbi, dst, &[&v], to_left, false)?;
-        self.signal_modified(dbi, src);
-        self.signal_modified(dbi, dst);
         Ok(Some(v))
     }
 }

@@ -405,8 +405,7 @@ fn flushdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !flush_mode_ok(a) {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    let db = c.session.db;
-    c.db.flush(Some(db));
+    c.db.dbs[c.session.db].clear();
     c.out.ok();
 }
 
@@ -414,7 +413,9 @@ fn flushall(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !flush_mode_ok(a) {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    c.db.flush(None);
+    for ks in &mut c.db.dbs {
+        ks.clear();
+    }
     c.out.ok();
 }
 
@@ -435,11 +436,8 @@ fn swapdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !(0..n).contains(&x) || !(0..n).contains(&y) {
         return c.out.error(b"ERR DB index is out of range");
     }
-    let (x, y) = (x as usize, y as usize);
-    c.db.touch_swapped(x, y);
-    c.db.dbs.swap(x, y);
-    c.db.hash_ttl_keys.swap(x, y);
-    c.db.relog_after_swap(x, y);
+    c.db.dbs.swap(x as usize, y as usize);
+    c.db.hash_ttl_keys.swap(x as usize, y as usize);
     c.out.ok();
 }
 

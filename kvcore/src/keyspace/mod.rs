@@ -50,9 +50,6 @@ pub struct Keyspace {
     expire_cursor: u64,
     /// Keys found expired and deleted (lazily or actively) since start.
     pub expired_keys: u64,
-    /// While some of its keys are watched (see `crate::watch`): the keys changed since the
-    /// log was last taken.
-    touch_log: Option<Vec<Box<[u8]>>>,
 }
 
 impl Default for Keyspace {
@@ -69,46 +66,7 @@ impl Keyspace {
             expires: Dict::new(),
             expire_cursor: 0,
             expired_keys: 0,
-            touch_log: None,
         }
-    }
-
-    /// Starts (or stops) logging the keys that change, for WATCH.
-    pub(crate) fn log_touches(&mut self, on: bool) {
-        if on != self.touch_log.is_some() {
-            self.touch_log = on.then(Vec::new);
-        }
-    }
-
-    /// The keys changed since the last call, if any (logging goes on).
-    pub(crate) fn take_touched(&mut self) -> Option<Vec<Box<[u8]>>> {
-        match &mut self.touch_log {
-            Some(log) if !log.is_empty() => Some(std::mem::take(log)),
-            _ => None,
-        }
-    }
-
-    #[inline]
-    fn touched(&mut self, key: &[u8]) {
-        if let Some(log) = &mut self.touch_log {
-            log.push(key.into());
-        }
-    }
-
-    /// A copy of a live key's value and deadline (for WATCH: only watched keys are copied).
-    pub(crate) fn snapshot(&self, key: &[u8], now: u64) -> crate::watch::Snapshot {
-        self.peek(key, now)
-            .map(|n| (n.value.clone(), n.expire_at()))
-    }
-
-    /// Whether `key` is in the table, live or past its deadline.
-    pub(crate) fn holds(&self, key: &[u8]) -> bool {
-        self.main.get(key).is_some()
-    }
-
-    /// Whether `key` is in the table and past its deadline.
-    pub(crate) fn holds_expired(&self, key: &[u8], now: u64) -> bool {
-        self.main.get(key).is_some_and(|n| n.expired(now))
     }
 
     /// Number of keys, including ones past their deadline not yet collected.
@@ -137,9 +95,6 @@ impl Keyspace {
                     self.expires.remove(key);
                 }
                 self.expired_keys += 1;
-                if let Some(log) = &mut self.touch_log {
-                    log.push(key.into());
-                }
                 None
             }
         }
@@ -181,7 +136,6 @@ impl Keyspace {
 
     /// Stores `value` under `key`, replacing any old value, with the deadline `ttl` says.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
-        self.touched(key);
         let Some(node) = self.live(key, now) else {
             let at = match ttl {
                 Ttl::At(t) => t,
@@ -224,7 +178,6 @@ impl Keyspace {
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
     pub fn insert_absent(&mut self, key: &[u8], value: Value, ttl: Ttl) {
-        self.touched(key);
         let at = match ttl {
             Ttl::At(t) => t,
             _ => 0,
@@ -250,7 +203,6 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return None;
         }
-        self.touched(key);
         self.delete_node(key).map(|n| n.into_parts().0)
     }
 
@@ -259,7 +211,6 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return None;
         }
-        self.touched(key);
         self.delete_node(key).map(|n| {
             let (value, at) = n.into_parts();
             let ttl = if at != 0 { Ttl::At(at) } else { Ttl::Clear };
@@ -274,10 +225,6 @@ impl Keyspace {
 
     /// Sets or clears the deadline of a live key; returns false when the key is missing.
     pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
-        if !self.check_live(key, now) {
-            return false;
-        }
-        self.touched(key);
         let Some(node) = self.live(key, now) else {
             return false;
         };
@@ -351,7 +298,6 @@ impl Keyspace {
             let expired = dead.len();
             for k in dead.drain(..) {
                 self.delete_node(&k);
-                self.touched(&k);
             }
             run.sampled += sampled;
             run.expired += expired;
