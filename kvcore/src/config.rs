@@ -304,10 +304,15 @@ impl Config {
             .as_bytes()
             .to_vec();
         self.databases = num(self, "databases").max(1) as usize;
-        self.notify_keyspace_events = self
-            .get("notify-keyspace-events")
-            .and_then(|v| crate::events::parse_classes(v.as_bytes()))
-            .unwrap_or(0);
+    }
+
+    /// The event classes are kept from the value as given: the canonical text shown by
+    /// CONFIG GET drops `n` when `A` is on (as Redis's does), the classes keep it.
+    fn set_classes(&mut self, p: &Param, raw: &str) {
+        if let Kind::Events = p.kind {
+            self.notify_keyspace_events =
+                crate::events::parse_classes(raw.as_bytes()).unwrap_or(0);
+        }
     }
 
     /// The current value of a parameter.
@@ -336,6 +341,7 @@ impl Config {
         let (i, p) = find(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
         self.values[i] =
             normalize(p, value).map_err(|why| ConfigError::Invalid(p.name.into(), why))?;
+        self.set_classes(p, value);
         self.refresh_typed();
         Ok(())
     }
@@ -355,8 +361,9 @@ impl Config {
                 normalize(p, value).map_err(|why| ConfigError::Invalid(name.to_string(), why))?;
             staged.push((i, v));
         }
-        for (i, v) in staged {
+        for ((i, v), (_, raw)) in staged.into_iter().zip(pairs) {
             self.values[i] = v;
+            self.set_classes(&PARAMS[i], raw);
         }
         self.refresh_typed();
         Ok(())

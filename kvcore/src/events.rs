@@ -228,6 +228,13 @@ impl Db {
         }
     }
 
+    /// `key` was changed by a command: Redis's `signalModifiedKey` then `notifyKeyspaceEvent`.
+    #[inline]
+    pub(crate) fn modified(&mut self, class: u32, event: &'static str, db: usize, key: &[u8]) {
+        self.signal_modified(db, key);
+        self.notify(class, event, db, key);
+    }
+
     /// A read lookup of `key` missed: Redis's `keymiss` event (lookupKeyRead).
     #[inline]
     pub(crate) fn key_miss(&mut self, db: usize, key: &[u8]) {
