@@ -327,7 +327,11 @@ include!("events_diff/random.rs");
 
 fn hand_written(classes: &str) -> (usize, usize) {
     let mut p = Pair::new(&format!("hand-{}", classes.len()), classes);
+    let only = std::env::var("EVENTS_DIFF_CASE").ok();
     for (name, lines) in CASES {
+        if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
         p.script(name, lines);
     }
     (p.commands, p.events)

@@ -115,7 +115,6 @@ const CASES: &[(&str, &[&str])] = &[
             "DBSIZE",
             "FLUSHDB",
             "SELECT 2",
-            "DUMP nokey",
             "OBJECT ENCODING nokey",
             "TOUCH c nokey",
         ],
