@@ -306,9 +306,9 @@ impl Pair {
         );
         self.commands += 1;
         self.events += want.len();
-        // A TTL of a millisecond or two: let it pass on both sides.
+        // A TTL of a few milliseconds: let it pass on both sides.
         if name == "PEXPIRE" || (name == "SET" && cmd.iter().any(|a| a == "PX")) {
-            std::thread::sleep(Duration::from_millis(3));
+            std::thread::sleep(Duration::from_millis(6));
         }
     }
 

@@ -473,7 +473,9 @@ fn radius_generic(c: &mut Ctx<'_>, a: &[&[u8]], kind: Kind, nostore: bool, searc
         return match storekey {
             Some(k) => {
                 let now = c.db.now;
-                c.db.keyspace(dbi).remove(k, now);
+                if c.db.keyspace(dbi).remove(k, now).is_some() {
+                    c.db.modified(crate::events::class::GENERIC, "del", dbi, k);
+                }
                 c.out.int(0)
             }
             None => c.out.array_len(0),

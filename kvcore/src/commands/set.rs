@@ -150,11 +150,13 @@ impl Db {
     /// SMOVE within this store: false when `src` is missing or `m` is not in it; WRONGTYPE
     /// (and nothing moved) when either key holds another type.
     pub fn set_move(&mut self, dbi: usize, src: &[u8], dst: &[u8], m: &[u8]) -> OpResult<bool> {
-        let Some(s) = get_set(self, dbi, src)? else {
+        // Both keys are looked up (and expired) before anything is checked, as Redis does.
+        let src_state = get_set(self, dbi, src).map(|s| s.map(|s| s.contains(m)));
+        let dst_state = get_set(self, dbi, dst).map(|_| ());
+        let Some(is_member) = src_state? else {
             return Ok(false);
         };
-        let is_member = s.contains(m);
-        get_set(self, dbi, dst)?;
+        dst_state?;
         if src == dst {
             return Ok(is_member);
         }

@@ -39,7 +39,7 @@ fn random_command(r: &mut Rng) -> Vec<String> {
             if v[3] == "EX" {
                 v.push(s("100"));
             } else if v[3] == "PX" {
-                v.push(s("1"));
+                v.push(s("3"));
             }
         }
         2 => v.extend([s(&r.pick(&["INCR", "DECR"])), k]),
@@ -56,7 +56,7 @@ fn random_command(r: &mut Rng) -> Vec<String> {
         13 => v.extend([s(&r.pick(&["EXPIRE", "PEXPIRE"])), k, s(&r.pick(&["100", "-1", "200"]))]),
         14 => {
             if r.chance(30) {
-                v.extend([s("PEXPIRE"), k, s("1")]);
+                v.extend([s("PEXPIRE"), k, s("3")]);
             } else {
                 v.extend([s(&r.pick(&["PERSIST", "TTL", "TYPE"])), k]);
             }
