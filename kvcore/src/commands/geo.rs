@@ -472,8 +472,7 @@ fn radius_generic(c: &mut Ctx<'_>, a: &[&[u8]], kind: Kind, nostore: bool, searc
     if missing {
         return match storekey {
             Some(k) => {
-                let now = c.db.now;
-                if c.db.keyspace(dbi).remove(k, now).is_some() {
+                if c.db.keyspace(dbi).delete_stored(k) {
                     c.db.modified(crate::events::class::GENERIC, "del", dbi, k);
                 }
                 c.out.int(0)

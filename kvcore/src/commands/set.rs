@@ -537,7 +537,7 @@ fn algebra(c: &mut Ctx<'_>, keys: &[&[u8]], op: Op, dest: Option<&[u8]>) {
             let n = result.len();
             let now = c.db.now;
             if n == 0 {
-                if c.db.dbs[dbi].remove(d, now).is_some() {
+                if c.db.dbs[dbi].delete_stored(d) {
                     c.db.modified(class::GENERIC, "del", dbi, d);
                 }
             } else {

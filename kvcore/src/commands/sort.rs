@@ -382,7 +382,7 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
             }
             let n = result.len();
             if n == 0 {
-                if ctx.db.dbs[dbi].remove(dest, now).is_some() {
+                if ctx.db.dbs[dbi].delete_stored(dest) {
                     ctx.db.modified(class::GENERIC, "del", dbi, dest);
                 }
             } else {

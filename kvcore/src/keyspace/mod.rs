@@ -246,6 +246,12 @@ impl Keyspace {
         })
     }
 
+    /// Removes `key` whether or not it is past its deadline (Redis's `dbDelete` without a
+    /// lookup first: the *STORE commands clearing their destination); whether it was stored.
+    pub fn delete_stored(&mut self, key: &[u8]) -> bool {
+        self.delete_node(key).is_some()
+    }
+
     /// The deadline of a live key: `Some(None)` when it has none, `None` when missing.
     pub fn expire_of(&mut self, key: &[u8], now: u64) -> Option<Option<u64>> {
         self.get(key, now).map(KeyNode::expire_at)

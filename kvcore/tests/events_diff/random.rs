@@ -126,7 +126,8 @@ fn random_command(r: &mut Rng) -> Vec<String> {
         }
         46 => v.extend([s("ZREMRANGEBYRANK"), k, n(r), n(r)]),
         47 => v.extend([s("ZREMRANGEBYSCORE"), k, n(r), n(r)]),
-        48 => v.extend([s("ZREMRANGEBYLEX"), k, s("[m1"), s("[m3")]),
+        // (ZREMRANGEBYLEX over mixed scores is undefined: the hand-written cases cover it.)
+        48 => v.extend([s("ZREMRANGEBYSCORE"), k, s("(0"), s("+inf")]),
         49 => v.extend([
             s(&r.pick(&["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"])),
             k,

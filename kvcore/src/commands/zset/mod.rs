@@ -213,7 +213,7 @@ pub(crate) fn removed(db: &mut Db, dbi: usize, key: &[u8], event: &'static str) 
 pub(crate) fn store(db: &mut Db, dbi: usize, key: &[u8], z: ZSet, event: &'static str) {
     let now = db.now;
     if z.is_empty() {
-        if db.dbs[dbi].remove(key, now).is_some() {
+        if db.dbs[dbi].delete_stored(key) {
             db.modified(class::GENERIC, "del", dbi, key);
         }
     } else {
