@@ -310,8 +310,7 @@ impl Config {
     /// CONFIG GET drops `n` when `A` is on (as Redis's does), the classes keep it.
     fn set_classes(&mut self, p: &Param, raw: &str) {
         if let Kind::Events = p.kind {
-            self.notify_keyspace_events =
-                crate::events::parse_classes(raw.as_bytes()).unwrap_or(0);
+            self.notify_keyspace_events = crate::events::parse_classes(raw.as_bytes()).unwrap_or(0);
         }
     }
 

@@ -253,7 +253,10 @@ mod tests {
         assert_eq!(classes_to_string(class::ALL | 3), "AKE");
         assert_eq!(parse_classes(b"Ex"), Some(class::EXPIRED | class::KEYEVENT));
         assert_eq!(classes_to_string(class::EXPIRED | class::KEYEVENT), "xE");
-        assert_eq!(parse_classes(b"KEAmn").map(classes_to_string).unwrap(), "AKEm");
+        assert_eq!(
+            parse_classes(b"KEAmn").map(classes_to_string).unwrap(),
+            "AKEm"
+        );
         // `n` is outside `A`, so it is only printed among the letters.
         assert_eq!(
             parse_classes(b"gn$K").map(classes_to_string).unwrap(),
@@ -277,7 +280,10 @@ mod tests {
             } else {
                 flags
             };
-            assert_eq!(parse_classes(classes_to_string(flags).as_bytes()), Some(want));
+            assert_eq!(
+                parse_classes(classes_to_string(flags).as_bytes()),
+                Some(want)
+            );
         }
     }
 

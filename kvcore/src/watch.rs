@@ -31,11 +31,14 @@ struct Watcher {
     expired: bool,
 }
 
+/// A key of one logical database.
+type DbKey = (usize, Box<[u8]>);
+
 /// Watched keys per database, and each client's watched keys.
 #[derive(Default)]
 pub(crate) struct WatchTable {
     keys: Vec<HashMap<Box<[u8]>, Vec<Watcher>>>,
-    by_client: HashMap<u64, Vec<(usize, Box<[u8]>)>>,
+    by_client: HashMap<u64, Vec<DbKey>>,
     /// Number of (client, db, key) watches.
     count: usize,
 }
@@ -216,8 +219,7 @@ impl Db {
             if !in_emptied && !in_replaced {
                 continue;
             }
-            let expired_in_replaced =
-                || replaced_with.is_some_and(|r| dbs[r].is_expired(key, now));
+            let expired_in_replaced = || replaced_with.is_some_and(|r| dbs[r].is_expired(key, now));
             for w in list.iter_mut() {
                 if w.expired {
                     if !in_replaced {

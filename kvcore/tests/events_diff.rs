@@ -24,6 +24,9 @@ use kvcore::events::class;
 use kvcore::resp::reply::{parse_reply, Value};
 use kvcore::{Db, Session};
 
+/// Notifications in order: `(channel, message)`.
+type Published = Vec<(Vec<u8>, Vec<u8>)>;
+
 struct Conn {
     sock: UnixStream,
     buf: Vec<u8>,
@@ -149,9 +152,16 @@ impl Redis {
     }
 
     /// Runs a command: its reply and the notifications it published, in order.
-    fn run(&mut self, args: &[Vec<u8>]) -> (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>) {
+    fn run(&mut self, args: &[Vec<u8>]) -> (Vec<u8>, Published) {
         let blocking = [
-            "BLPOP", "BRPOP", "BLMPOP", "BLMOVE", "BRPOPLPUSH", "BZPOPMIN", "BZPOPMAX", "BZMPOP",
+            "BLPOP",
+            "BRPOP",
+            "BLMPOP",
+            "BLMOVE",
+            "BRPOPLPUSH",
+            "BZPOPMIN",
+            "BZPOPMAX",
+            "BZMPOP",
         ]
         .iter()
         .any(|n| args[0].eq_ignore_ascii_case(n.as_bytes()));
@@ -206,14 +216,19 @@ impl Ours {
         let mut session = Session::default();
         db.dispatch(
             &mut session,
-            &[b"CONFIG", b"SET", b"notify-keyspace-events", classes.as_bytes()],
+            &[
+                b"CONFIG",
+                b"SET",
+                b"notify-keyspace-events",
+                classes.as_bytes(),
+            ],
             &mut out,
         );
         assert_eq!(out, b"+OK\r\n");
         Ours { db, session }
     }
 
-    fn run(&mut self, args: &[Vec<u8>]) -> (Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>) {
+    fn run(&mut self, args: &[Vec<u8>]) -> (Vec<u8>, Published) {
         self.db.refresh_clock();
         let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         let mut out = Vec::new();
@@ -244,7 +259,10 @@ const RANDOM: &[&str] = &["RANDOMKEY", "SRANDMEMBER", "HRANDFIELD", "ZRANDMEMBER
 
 fn elements(reply: &[u8]) -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = match parse_reply(reply) {
-        Ok(Some((Value::Array(items), _))) => items.iter().map(|i| format!("{i:?}").into_bytes()).collect(),
+        Ok(Some((Value::Array(items), _))) => items
+            .iter()
+            .map(|i| format!("{i:?}").into_bytes())
+            .collect(),
         _ => vec![reply.to_vec()],
     };
     v.sort();
@@ -253,7 +271,13 @@ fn elements(reply: &[u8]) -> Vec<Vec<u8>> {
 
 fn show(msgs: &[(Vec<u8>, Vec<u8>)]) -> String {
     msgs.iter()
-        .map(|(c, m)| format!("{} {}", String::from_utf8_lossy(c), String::from_utf8_lossy(m)))
+        .map(|(c, m)| {
+            format!(
+                "{} {}",
+                String::from_utf8_lossy(c),
+                String::from_utf8_lossy(m)
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n        ")
 }
@@ -340,7 +364,10 @@ fn hand_written(classes: &str) -> (usize, usize) {
 #[test]
 fn hand_written_sequences_kea() {
     let (commands, events) = hand_written("KEA");
-    assert!(events > commands, "{events} events over {commands} commands");
+    assert!(
+        events > commands,
+        "{events} events over {commands} commands"
+    );
 }
 
 #[test]

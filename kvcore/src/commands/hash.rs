@@ -6,8 +6,8 @@
 
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
-use crate::events::class;
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::hash::{Hash, Limits};
 use crate::keyspace::Ttl;
 use crate::resp::long_double::{LongDouble, Operand};

@@ -141,8 +141,7 @@ impl Db {
     pub fn persist_in(&mut self, dbi: usize, key: &[u8]) -> bool {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
-        let done =
-            matches!(ks.expire_of(key, now), Some(Some(_))) && ks.set_expire(key, None, now);
+        let done = matches!(ks.expire_of(key, now), Some(Some(_))) && ks.set_expire(key, None, now);
         if done {
             self.modified(class::GENERIC, "persist", dbi, key);
         }
@@ -248,14 +247,12 @@ impl Db {
         taken
     }
 
-    /// A copy of a live key's value and deadline (to copy it to another shard). A read
-    /// lookup: a miss is a `keymiss` (COPY's source).
+    /// A copy of a live key's value and deadline (to copy it to another shard). Raises no
+    /// event: a COPY whose source is missing leaves its `keymiss` to the caller (a command run
+    /// by [`Db::dispatch_with_sources`] raises its own for a source provided as missing).
     pub fn dump_in(&mut self, dbi: usize, key: &[u8]) -> Option<(crate::value::Value, Ttl)> {
         let now = self.now;
-        let Some(n) = self.dbs[dbi].get(key, now) else {
-            self.key_miss(dbi, key);
-            return None;
-        };
+        let n = self.dbs[dbi].get(key, now)?;
         Some((n.value.clone(), n.expire_at().map_or(Ttl::Clear, Ttl::At)))
     }
 

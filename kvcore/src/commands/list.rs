@@ -7,8 +7,8 @@
 
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
-use crate::events::class;
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::list::{Limits, List};
 use crate::resp::ReplyWriter;

@@ -8,8 +8,8 @@
 
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, CommandSpec, Ctx};
-use crate::events::class;
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::resp::ReplyWriter;
 use crate::set::{Limits, Set};

@@ -19,8 +19,8 @@
 
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, CommandSpec, Ctx};
-use crate::events::class;
 use crate::error::OpError;
+use crate::events::class;
 use crate::value::Value;
 use crate::Db;
 

@@ -601,12 +601,11 @@ fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
             ks.set_expire(a[1], Some(at), now);
             c.db.modified(class::GENERIC, "expire", dbi, a[1]);
         }
-        Some(None) => {
-            if n_had_ttl {
-                ks.set_expire(a[1], None, now);
-                c.db.modified(class::GENERIC, "persist", dbi, a[1]);
-            }
+        Some(None) if n_had_ttl => {
+            ks.set_expire(a[1], None, now);
+            c.db.modified(class::GENERIC, "persist", dbi, a[1]);
         }
+        Some(None) => {}
     }
 }
 

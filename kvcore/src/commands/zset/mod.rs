@@ -13,8 +13,8 @@ pub(crate) mod range;
 
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
-use crate::events::class;
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::resp::ReplyWriter;
 use crate::value::Value;
@@ -595,7 +595,12 @@ pub(crate) fn pop_in(
     z.remove_ranks(start, end);
     if !out.is_empty() {
         let deleted = drop_if_empty(db, dbi, key);
-        db.notify(class::ZSET, if max { "zpopmax" } else { "zpopmin" }, dbi, key);
+        db.notify(
+            class::ZSET,
+            if max { "zpopmax" } else { "zpopmin" },
+            dbi,
+            key,
+        );
         if deleted {
             db.notify(class::GENERIC, "del", dbi, key);
         }
