@@ -19,6 +19,8 @@ pub enum Kind {
     Enum(&'static [&'static str]),
     /// Free text.
     Text,
+    /// Keyspace event classes (`notify-keyspace-events`): shown in canonical form.
+    Events,
 }
 
 /// One parameter's description.
@@ -80,6 +82,7 @@ pub static PARAMS: &[Param] = &[
     p!("loglevel", Kind::Enum(LOGLEVELS), "notice"),
     p!("save", Kind::Text, ""),
     p!("appendonly", Kind::Bool, "no"),
+    p!("notify-keyspace-events", Kind::Events, ""),
     p!(
         "hash-max-listpack-entries",
         ["hash-max-ziplist-entries"],
@@ -148,6 +151,8 @@ pub struct Config {
     pub requirepass: Vec<u8>,
     /// `databases`.
     pub databases: usize,
+    /// `notify-keyspace-events` as [`crate::events::class`] bits.
+    pub notify_keyspace_events: u32,
 }
 
 impl Default for Config {
@@ -166,6 +171,7 @@ impl Default for Config {
             list_max_listpack_size: 0,
             requirepass: Vec::new(),
             databases: 16,
+            notify_keyspace_events: 0,
         };
         c.refresh_typed();
         c
@@ -270,6 +276,9 @@ fn normalize(p: &Param, v: &str) -> Result<String, String> {
             }
         }
         Kind::Text => Ok(v.to_string()),
+        Kind::Events => crate::events::parse_classes(v.as_bytes())
+            .map(crate::events::classes_to_string)
+            .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
     }
 }
 
@@ -295,6 +304,14 @@ impl Config {
             .as_bytes()
             .to_vec();
         self.databases = num(self, "databases").max(1) as usize;
+    }
+
+    /// The event classes are kept from the value as given: the canonical text shown by
+    /// CONFIG GET drops `n` when `A` is on (as Redis's does), the classes keep it.
+    fn set_classes(&mut self, p: &Param, raw: &str) {
+        if let Kind::Events = p.kind {
+            self.notify_keyspace_events = crate::events::parse_classes(raw.as_bytes()).unwrap_or(0);
+        }
     }
 
     /// The current value of a parameter.
@@ -323,6 +340,7 @@ impl Config {
         let (i, p) = find(name).ok_or_else(|| ConfigError::Unknown(name.to_string()))?;
         self.values[i] =
             normalize(p, value).map_err(|why| ConfigError::Invalid(p.name.into(), why))?;
+        self.set_classes(p, value);
         self.refresh_typed();
         Ok(())
     }
@@ -342,8 +360,9 @@ impl Config {
                 normalize(p, value).map_err(|why| ConfigError::Invalid(name.to_string(), why))?;
             staged.push((i, v));
         }
-        for (i, v) in staged {
+        for ((i, v), (_, raw)) in staged.into_iter().zip(pairs) {
             self.values[i] = v;
+            self.set_classes(&PARAMS[i], raw);
         }
         self.refresh_typed();
         Ok(())

@@ -103,6 +103,12 @@ pub struct Db {
     /// Per database, keys seen holding a hash with field deadlines: the active cycle purges
     /// them (stale names are dropped when found).
     pub(crate) hash_ttl_keys: Vec<std::collections::HashSet<Box<[u8]>>>,
+    /// Keyspace events recorded and not drained yet.
+    pub(crate) events: Vec<crate::events::KeyEvent>,
+    /// What every keyspace logs (see [`crate::events`]); 0 when nobody listens.
+    pub(crate) log_mask: u8,
+    /// WATCH: watched keys and their clients.
+    pub(crate) watch: crate::watch::WatchTable,
 }
 
 impl Default for Db {
@@ -138,6 +144,9 @@ impl Db {
             embedded,
             scratch: Vec::new(),
             hash_ttl_keys: (0..n).map(|_| std::collections::HashSet::new()).collect(),
+            events: Vec::new(),
+            log_mask: 0,
+            watch: crate::watch::WatchTable::default(),
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -159,6 +168,7 @@ impl Db {
     /// A server calls this once per batch of pipelined commands.
     pub fn refresh_clock(&mut self) {
         self.now = self.clock.now_ms();
+        self.sync_log_mask();
     }
 
     /// The cached current time in Unix ms.
@@ -232,6 +242,7 @@ impl Db {
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        self.pull_keyspace_logs();
     }
 
     /// Runs any command by its arguments and returns the decoded reply (RESP2 session on the
@@ -287,6 +298,7 @@ impl Db {
             }
         }
         self.purge_hash_fields(20);
+        self.pull_keyspace_logs();
         expired
     }
 }

@@ -14,6 +14,7 @@
 //! - [`db`]: [`Db`], the store: 16 databases, clock, config, stats, dispatch and typed API.
 //! - [`commands`]: the command table, one file per family, each ending in its rows.
 //! - [`lazyfree`]: big collections are freed off the command path.
+//! - [`events`]: keyspace events (`notify-keyspace-events`); [`watch`]: the WATCH table.
 //! - [`config`], [`clock`], [`error`], [`glob`], [`num`]: the small pieces they share.
 //!
 //! # Example
@@ -31,6 +32,7 @@ pub mod commands;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod events;
 pub mod geo;
 pub mod glob;
 pub mod hash;
@@ -41,6 +43,7 @@ pub mod listpack;
 pub mod num;
 pub mod set;
 pub mod value;
+pub mod watch;
 pub mod zset;
 
 pub use clock::Clock;

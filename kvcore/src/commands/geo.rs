@@ -235,7 +235,7 @@ fn geoadd(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn geopos(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match super::zset::read_z(c.db, c.session.db, a[1]) {
         Ok(z) => z,
         Err(e) => return reply_err(&mut c.out, e),
     };
@@ -262,7 +262,7 @@ fn geodist(c: &mut Ctx<'_>, a: &[&[u8]]) {
         },
         _ => return reply_err(&mut c.out, OpError::Syntax),
     };
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match super::zset::read_z(c.db, c.session.db, a[1]) {
         Ok(Some(z)) => z,
         Ok(None) => return c.out.null(),
         Err(e) => return reply_err(&mut c.out, e),
@@ -278,7 +278,7 @@ fn geodist(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn geohash(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match super::zset::read_z(c.db, c.session.db, a[1]) {
         Ok(z) => z,
         Err(e) => return reply_err(&mut c.out, e),
     };
@@ -313,7 +313,7 @@ fn radius_generic(c: &mut Ctx<'_>, a: &[&[u8]], kind: Kind, nostore: bool, searc
     let src_idx = if searchstore { 2 } else { 1 };
     let name = String::from_utf8_lossy(a[0]).into_owned();
     // Fail fast on a wrong type; a missing key is handled after the arguments are checked.
-    let missing = match get_z(c.db, dbi, a[src_idx]) {
+    let missing = match super::zset::read_z(c.db, dbi, a[src_idx]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(z) => z.is_none(),
     };
@@ -472,8 +472,9 @@ fn radius_generic(c: &mut Ctx<'_>, a: &[&[u8]], kind: Kind, nostore: bool, searc
     if missing {
         return match storekey {
             Some(k) => {
-                let now = c.db.now;
-                c.db.keyspace(dbi).remove(k, now);
+                if c.db.keyspace(dbi).delete_stored(k) {
+                    c.db.modified(crate::events::class::GENERIC, "del", dbi, k);
+                }
                 c.out.int(0)
             }
             None => c.out.array_len(0),
@@ -550,7 +551,12 @@ fn radius_generic(c: &mut Ctx<'_>, a: &[&[u8]], kind: Kind, nostore: bool, searc
             items.sort_by(|x, y| crate::zset::listpack::cmp_entry(x.1, x.0, y.1, y.0));
             items.dedup_by(|x, y| x.0 == y.0);
             let z = ZSet::from_sorted(limits(c.db), &items);
-            store(c.db, dbi, k, z);
+            let event = if searchstore {
+                "geosearchstore"
+            } else {
+                "georadiusstore"
+            };
+            store(c.db, dbi, k, z, event);
             c.out.int(returned as i64);
         }
     }

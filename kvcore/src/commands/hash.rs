@@ -7,6 +7,7 @@
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::hash::{Hash, Limits};
 use crate::keyspace::Ttl;
 use crate::resp::long_double::{LongDouble, Operand};
@@ -74,18 +75,36 @@ fn purge_fields(db: &mut Db, dbi: usize, key: &[u8]) {
         return;
     }
     let now = db.now;
-    let (emptied, has_ttls) = match db.dbs[dbi].get_mut(key, now) {
+    let (purged, emptied, has_ttls) = match db.dbs[dbi].get_mut(key, now) {
         Some(Value::Hash(h)) if h.has_ttls() => {
+            let before = h.len();
             h.purge(now);
-            (h.is_empty(), h.has_ttls())
+            (before - h.len(), h.is_empty(), h.has_ttls())
         }
         _ => return,
     };
+    if purged > 0 {
+        // One `hexpired` for the key, `del` when it emptied (Redis's field expiry).
+        db.notify(class::HASH, "hexpired", dbi, key);
+    }
     if emptied {
         db.dbs[dbi].remove(key, now);
+        db.notify(class::GENERIC, "del", dbi, key);
     } else if has_ttls && !db.hash_ttl_keys[dbi].contains(key) {
         db.hash_ttl_keys[dbi].insert(key.into());
     }
+    if purged > 0 {
+        db.signal_modified(dbi, key);
+    }
+}
+
+/// [`get_hash`] for a read command: a missing key is a `keymiss`.
+fn read_hash<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&'a Hash>> {
+    if matches!(get_hash(db, dbi, key), Ok(None)) {
+        db.key_miss(dbi, key);
+        return Ok(None);
+    }
+    get_hash(db, dbi, key)
 }
 
 /// The hash at `key`: `Ok(None)` when missing, WRONGTYPE for another type.
@@ -117,6 +136,13 @@ impl Db {
     /// HSET: sets each `(field, value)` of `pairs` in the hash at `key`; returns how many
     /// fields were new.
     pub fn hash_set(&mut self, dbi: usize, key: &[u8], pairs: &[&[u8]]) -> OpResult<usize> {
+        let n = self.hash_set_quiet(dbi, key, pairs)?;
+        self.modified(class::HASH, "hset", dbi, key);
+        Ok(n)
+    }
+
+    /// [`Db::hash_set`] without its event (HINCRBY raises its own).
+    fn hash_set_quiet(&mut self, dbi: usize, key: &[u8], pairs: &[&[u8]]) -> OpResult<usize> {
         let limits = limits(self);
         // The type first: a wrong type creates nothing.
         get_hash(self, dbi, key)?;
@@ -133,10 +159,16 @@ impl Db {
             Some(Value::Hash(h)) => fields.iter().filter(|f| h.remove(f)).count(),
             Some(_) => return Err(OpError::WrongType),
         };
+        if n == 0 {
+            return Ok(0);
+        }
+        self.notify(class::HASH, "hdel", dbi, key);
         if matches!(self.dbs[dbi].get(key, now), Some(n) if matches!(&n.value, Value::Hash(h) if h.is_empty()))
         {
             self.dbs[dbi].remove(key, now);
+            self.notify(class::GENERIC, "del", dbi, key);
         }
+        self.signal_modified(dbi, key);
         Ok(n)
     }
 
@@ -202,7 +234,7 @@ fn hsetnx(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn hget(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match get_hash(c.db, c.session.db, a[1]) {
+    match read_hash(c.db, c.session.db, a[1]) {
         Err(e) => reply_err(&mut c.out, e),
         Ok(h) => {
             let out = &mut c.out;
@@ -214,7 +246,7 @@ fn hget(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn hmget(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let h = match get_hash(c.db, c.session.db, a[1]) {
+    let h = match read_hash(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(h) => h,
     };
@@ -235,14 +267,14 @@ fn hdel(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn hlen(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match get_hash(c.db, c.session.db, a[1]) {
+    match read_hash(c.db, c.session.db, a[1]) {
         Ok(h) => c.out.int(h.map_or(0, Hash::len) as i64),
         Err(e) => reply_err(&mut c.out, e),
     }
 }
 
 fn hstrlen(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match get_hash(c.db, c.session.db, a[1]) {
+    match read_hash(c.db, c.session.db, a[1]) {
         Ok(h) => c
             .out
             .int(h.and_then(|h| h.with(a[2], <[u8]>::len)).unwrap_or(0) as i64),
@@ -251,7 +283,7 @@ fn hstrlen(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn hexists(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match get_hash(c.db, c.session.db, a[1]) {
+    match read_hash(c.db, c.session.db, a[1]) {
         Ok(h) => c.out.int(i64::from(h.is_some_and(|h| h.contains(a[2])))),
         Err(e) => reply_err(&mut c.out, e),
     }
@@ -268,7 +300,7 @@ fn set_keeping_deadline(
     let kept = get_hash(db, dbi, key)?
         .and_then(|h| h.field_deadline(field))
         .flatten();
-    db.hash_set(dbi, key, &[field, value])?;
+    db.hash_set_quiet(dbi, key, &[field, value])?;
     if let Some(at) = kept {
         let now = db.now;
         if let Some(Value::Hash(h)) = db.dbs[dbi].get_mut(key, now) {
@@ -300,7 +332,10 @@ fn hincrby(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     let text = itoa::Buffer::new().format(new).as_bytes().to_vec();
     match set_keeping_deadline(c.db, dbi, a[1], a[2], &text) {
-        Ok(_) => c.out.int(new),
+        Ok(_) => {
+            c.out.int(new);
+            c.db.modified(class::HASH, "hincrby", dbi, a[1]);
+        }
         Err(e) => reply_err(&mut c.out, e),
     }
 }
@@ -332,7 +367,10 @@ fn hincrbyfloat(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     let text = sum.to_human();
     match set_keeping_deadline(c.db, dbi, a[1], a[2], &text) {
-        Ok(_) => c.out.bulk(&text),
+        Ok(_) => {
+            c.out.bulk(&text);
+            c.db.modified(class::HASH, "hincrbyfloat", dbi, a[1]);
+        }
         Err(e) => reply_err(&mut c.out, e),
     }
 }
@@ -346,7 +384,7 @@ enum Part {
 }
 
 fn list_parts(c: &mut Ctx<'_>, a: &[&[u8]], part: Part) {
-    let h = match get_hash(c.db, c.session.db, a[1]) {
+    let h = match read_hash(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(h) => h,
     };
@@ -413,7 +451,7 @@ fn hrandfield(c: &mut Ctx<'_>, a: &[&[u8]]) {
         count = Some(n);
     }
     let seed = c.db.random();
-    let h = match get_hash(c.db, c.session.db, a[1]) {
+    let h = match read_hash(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(h) => h,
     };
@@ -474,7 +512,7 @@ fn hscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if let Err(m) = super::keys_api::parse_scan(&a[1..3]) {
         return c.out.error(m);
     }
-    let h = match get_hash(c.db, c.session.db, a[1]) {
+    let h = match read_hash(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(h) => h,
     };
@@ -607,7 +645,7 @@ fn hexpire_generic(c: &mut Ctx<'_>, a: &[&[u8]], relative: bool, ms: bool) {
         }
         return;
     };
-    let mut deleted = false;
+    let (mut deleted, mut updated) = (false, false);
     for f in fields {
         let code = match h.field_deadline(f) {
             None => -2,
@@ -627,6 +665,7 @@ fn hexpire_generic(c: &mut Ctx<'_>, a: &[&[u8]], relative: bool, ms: bool) {
                     2
                 } else {
                     h.set_field_deadline(f, Some(at));
+                    updated = true;
                     1
                 }
             }
@@ -635,7 +674,14 @@ fn hexpire_generic(c: &mut Ctx<'_>, a: &[&[u8]], relative: bool, ms: bool) {
     }
     if deleted && h.is_empty() {
         c.db.dbs[dbi].remove(a[1], now);
+        c.db.signal_modified(dbi, a[1]);
+        c.db.notify(class::HASH, "hdel", dbi, a[1]);
+        c.db.notify(class::GENERIC, "del", dbi, a[1]);
     } else {
+        if deleted || updated {
+            let event = if deleted { "hdel" } else { "hexpire" };
+            c.db.modified(class::HASH, event, dbi, a[1]);
+        }
         purge_fields(c.db, dbi, a[1]);
     }
 }
@@ -660,7 +706,7 @@ fn hpexpireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
 fn httl_generic(c: &mut Ctx<'_>, a: &[&[u8]], relative: bool, ms: bool) {
     let dbi = c.session.db;
     let now = c.db.now as i64;
-    let h = match get_hash(c.db, dbi, a[1]) {
+    let h = match read_hash(c.db, dbi, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(h) => h,
     };
@@ -720,15 +766,20 @@ fn hpersist(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
         return;
     };
+    let mut changed = false;
     for f in fields {
         let code = match h.field_deadline(f) {
             None => -2,
             Some(None) => -1,
             Some(Some(_)) => {
                 h.set_field_deadline(f, None);
+                changed = true;
                 1
             }
         };
         c.out.int(code);
+    }
+    if changed {
+        c.db.modified(class::HASH, "hpersist", dbi, a[1]);
     }
 }

@@ -3,6 +3,7 @@
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::glob;
 use crate::keyspace::Ttl;
 use crate::value::{Value, ValueType};
@@ -54,9 +55,14 @@ impl Db {
     /// DEL in database `dbi`: the number of keys removed.
     pub fn del_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
         let now = self.now;
-        keys.iter()
-            .filter(|k| self.dbs[dbi].remove(k, now).is_some())
-            .count()
+        let mut n = 0;
+        for k in keys {
+            if self.dbs[dbi].remove(k, now).is_some() {
+                self.modified(class::GENERIC, "del", dbi, k);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// DEL in the embedded session's database.
@@ -64,12 +70,18 @@ impl Db {
         self.del_in(self.embedded_db(), keys)
     }
 
-    /// EXISTS in database `dbi` (a key named twice counts twice).
+    /// EXISTS in database `dbi` (a key named twice counts twice). Each miss is a `keymiss`.
     pub fn exists_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
         let now = self.now;
-        keys.iter()
-            .filter(|k| self.dbs[dbi].contains(k, now))
-            .count()
+        let mut n = 0;
+        for k in keys {
+            if self.dbs[dbi].contains(k, now) {
+                n += 1;
+            } else {
+                self.key_miss(dbi, k);
+            }
+        }
+        n
     }
 
     /// EXISTS in the embedded session's database.
@@ -97,8 +109,10 @@ impl Db {
         }
         if at <= now {
             ks.remove(key, now);
+            self.modified(class::GENERIC, "del", dbi, key);
         } else {
             ks.set_expire(key, Some(at), now);
+            self.modified(class::GENERIC, "expire", dbi, key);
         }
         true
     }
@@ -127,7 +141,11 @@ impl Db {
     pub fn persist_in(&mut self, dbi: usize, key: &[u8]) -> bool {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
-        matches!(ks.expire_of(key, now), Some(Some(_))) && ks.set_expire(key, None, now)
+        let done = matches!(ks.expire_of(key, now), Some(Some(_))) && ks.set_expire(key, None, now);
+        if done {
+            self.modified(class::GENERIC, "persist", dbi, key);
+        }
+        done
     }
 
     /// RENAME (or RENAMENX with `nx`) in database `dbi`; returns whether it renamed.
@@ -140,11 +158,19 @@ impl Db {
         if from == to {
             return Ok(!nx);
         }
-        if nx && ks.contains(to, now) {
-            return Ok(false);
+        // The destination is deleted before it is added again (so it is always `new`).
+        if ks.contains(to, now) {
+            if nx {
+                return Ok(false);
+            }
+            ks.remove(to, now);
         }
         let (value, ttl) = ks.take(from, now).ok_or(OpError::NoSuchKey)?;
         ks.set(to, value, ttl, now);
+        self.signal_modified(dbi, from);
+        self.signal_modified(dbi, to);
+        self.notify(class::GENERIC, "rename_from", dbi, from);
+        self.notify(class::GENERIC, "rename_to", dbi, to);
         Ok(true)
     }
 
@@ -165,15 +191,22 @@ impl Db {
         }
         let now = self.now;
         let Some(node) = self.dbs[dbi].get(from, now) else {
+            self.key_miss(dbi, from);
             return Ok(false);
         };
         let value = node.value.clone();
         let ttl = node.expire_at().map_or(Ttl::Clear, Ttl::At);
+        // Events of the source's database first (the lookups' order).
+        self.pull_keyspace_logs();
         let dst = &mut self.dbs[dst_db];
-        if dst.contains(to, now) && !replace {
-            return Ok(false);
+        if dst.contains(to, now) {
+            if !replace {
+                return Ok(false);
+            }
+            dst.remove(to, now);
         }
         dst.set(to, value, ttl, now);
+        self.modified(class::GENERIC, "copy_to", dst_db, to);
         Ok(true)
     }
 
@@ -186,31 +219,52 @@ impl Db {
             return Err(OpError::SameObject);
         }
         let now = self.now;
-        if !self.dbs[dbi].contains(key, now) || self.dbs[dst_db].contains(key, now) {
+        if !self.dbs[dbi].contains(key, now) {
+            return Ok(false);
+        }
+        // Events of the source's database first (the lookups' order).
+        self.pull_keyspace_logs();
+        if self.dbs[dst_db].contains(key, now) {
             return Ok(false);
         }
         let (value, ttl) = self.dbs[dbi].take(key, now).ok_or(OpError::NoSuchKey)?;
         self.dbs[dst_db].set(key, value, ttl, now);
+        self.signal_modified(dbi, key);
+        self.signal_modified(dst_db, key);
+        self.notify(class::GENERIC, "move_from", dbi, key);
+        self.notify(class::GENERIC, "move_to", dst_db, key);
         Ok(true)
     }
 
     /// Removes a live key and returns its value and deadline (to move it to another shard).
+    /// Touches the key's watchers; the event (`rename_from`, `move_from` ...) is the caller's.
     pub fn take_in(&mut self, dbi: usize, key: &[u8]) -> Option<(crate::value::Value, Ttl)> {
         let now = self.now;
-        self.dbs[dbi].take(key, now)
+        let taken = self.dbs[dbi].take(key, now);
+        if taken.is_some() {
+            self.signal_modified(dbi, key);
+        }
+        taken
     }
 
-    /// A copy of a live key's value and deadline (to copy it to another shard).
+    /// A copy of a live key's value and deadline (to copy it to another shard). Raises no
+    /// event: a COPY whose source is missing leaves its `keymiss` to the caller (a command run
+    /// by [`Db::dispatch_with_sources`] raises its own for a source provided as missing).
     pub fn dump_in(&mut self, dbi: usize, key: &[u8]) -> Option<(crate::value::Value, Ttl)> {
         let now = self.now;
         let n = self.dbs[dbi].get(key, now)?;
         Some((n.value.clone(), n.expire_at().map_or(Ttl::Clear, Ttl::At)))
     }
 
-    /// Stores a value taken from another shard, replacing any value the key had.
+    /// Stores a value taken from another shard, replacing any value the key had: the old
+    /// key is deleted first, so the key is `new` (Redis's dbDelete + dbAdd in RENAME, MOVE,
+    /// COPY). Touches the key's watchers; the event (`rename_to`, `copy_to` ...) is the
+    /// caller's.
     pub fn restore_in(&mut self, dbi: usize, key: &[u8], value: crate::value::Value, ttl: Ttl) {
         let now = self.now;
+        self.dbs[dbi].remove(key, now);
         self.dbs[dbi].set(key, value, ttl, now);
+        self.signal_modified(dbi, key);
     }
 
     /// KEYS: every live key of database `dbi` matching `pattern`.
@@ -239,9 +293,15 @@ impl Db {
         let mut cursor = cursor;
         let mut budget = count.saturating_mul(10).max(1);
         let type_filter = ty.map(ValueType::from_name);
+        let mut expired: Vec<Box<[u8]>> = Vec::new();
         loop {
             cursor = self.dbs[dbi].scan(cursor, |n| {
                 if n.expire_at().is_some_and(|t| t < now) {
+                    // Redis deletes the expired keys a scan meets (`expired` events).
+                    let by_pattern = pattern.is_none_or(|p| glob::matches(p, n.key(), false));
+                    if by_pattern {
+                        expired.push(n.key().into());
+                    }
                     return;
                 }
                 if let Some(p) = pattern {
@@ -260,6 +320,9 @@ impl Db {
             if cursor == 0 || budget == 0 || found.len() >= count {
                 break;
             }
+        }
+        for k in expired {
+            self.dbs[dbi].contains(&k, now);
         }
         (cursor, found)
     }
@@ -282,7 +345,10 @@ fn exists(c: &mut Ctx<'_>, a: &[&[u8]]) {
 fn type_(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
     match c.db.dbs[c.session.db].get(a[1], now) {
-        None => c.out.simple(b"none"),
+        None => {
+            c.out.simple(b"none");
+            c.db.key_miss(c.session.db, a[1]);
+        }
         Some(n) => c.out.simple(n.value.value_type().name().as_bytes()),
     }
 }
@@ -357,7 +423,10 @@ fn pexpireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
 fn ttl_generic(c: &mut Ctx<'_>, a: &[&[u8]], ms: bool, absolute: bool) {
     let now = c.db.now;
     match c.db.dbs[c.session.db].expire_of(a[1], now) {
-        None => c.out.int(-2),
+        None => {
+            c.out.int(-2);
+            c.db.key_miss(c.session.db, a[1]);
+        }
         Some(None) => c.out.int(-1),
         Some(Some(at)) => {
             let v = match (absolute, ms) {

@@ -8,6 +8,7 @@
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::list::{Limits, List};
 use crate::resp::ReplyWriter;
@@ -112,13 +113,41 @@ fn get_list_mut<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&
     }
 }
 
-/// Deletes `key` if it holds an empty list (after removals).
-fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) {
+/// Deletes `key` if it holds an empty list (after removals); returns whether it did.
+fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) -> bool {
     let now = db.now;
     if let Some(n) = db.dbs[dbi].get(key, now) {
         if matches!(&n.value, Value::List(l) if l.is_empty()) {
             db.dbs[dbi].remove(key, now);
+            return true;
         }
+    }
+    false
+}
+
+/// After elements left the list at `key`: the command's event, then `del` when the list was
+/// emptied and deleted, then the WATCH touch (Redis's `listElementsRemoved` order).
+fn removed(db: &mut Db, dbi: usize, key: &[u8], event: &'static str) {
+    db.notify(class::LIST, event, dbi, key);
+    if drop_if_empty(db, dbi, key) {
+        db.notify(class::GENERIC, "del", dbi, key);
+    }
+    db.signal_modified(dbi, key);
+}
+
+fn pop_event(left: bool) -> &'static str {
+    if left {
+        "lpop"
+    } else {
+        "rpop"
+    }
+}
+
+fn push_event(left: bool) -> &'static str {
+    if left {
+        "lpush"
+    } else {
+        "rpush"
     }
 }
 
@@ -182,18 +211,20 @@ impl Db {
         only_existing: bool,
     ) -> OpResult<usize> {
         let limits = limits(self);
-        if let Some(l) = get_list_mut(self, dbi, key)? {
+        let n = if let Some(l) = get_list_mut(self, dbi, key)? {
             l.push(limits, items, left);
-            return Ok(l.len());
-        }
-        if only_existing {
+            l.len()
+        } else if only_existing {
             return Ok(0);
-        }
-        let mut l = List::default();
-        l.push(limits, items, left);
-        let n = l.len();
-        let now = self.now;
-        self.dbs[dbi].set(key, Value::List(l), Ttl::Clear, now);
+        } else {
+            let mut l = List::default();
+            l.push(limits, items, left);
+            let n = l.len();
+            let now = self.now;
+            self.dbs[dbi].set(key, Value::List(l), Ttl::Clear, now);
+            n
+        };
+        self.modified(class::LIST, push_event(left), dbi, key);
         Ok(n)
     }
 
@@ -211,7 +242,9 @@ impl Db {
             return Ok(Vec::new());
         };
         let out = l.pop(limits, left, count);
-        drop_if_empty(self, dbi, key);
+        if !out.is_empty() {
+            removed(self, dbi, key, pop_event(left));
+        }
         Ok(out)
     }
 
@@ -236,10 +269,15 @@ impl Db {
             return Ok(None);
         }
         get_list(self, dbi, dst)?;
-        let Some(v) = self.list_pop(dbi, src, from_left, 1)?.pop() else {
+        let limits = limits(self);
+        // Redis pushes before it deletes an emptied source (so a list moved onto itself
+        // is never deleted): push events first, then the pop's.
+        let Some(v) = get_list_mut(self, dbi, src)?.and_then(|l| l.pop(limits, from_left, 1).pop())
+        else {
             return Ok(None);
         };
         self.list_push(dbi, dst, &[&v], to_left, false)?;
+        removed(self, dbi, src, pop_event(from_left));
         Ok(Some(v))
     }
 }
@@ -319,8 +357,17 @@ fn rpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
     pop(c, a, false);
 }
 
+/// A read lookup that found nothing: Redis's `keymiss`.
+fn miss(c: &mut Ctx<'_>, key: &[u8]) {
+    c.db.key_miss(c.session.db, key);
+}
+
 fn llen(c: &mut Ctx<'_>, a: &[&[u8]]) {
     match get_list(c.db, c.session.db, a[1]) {
+        Ok(None) => {
+            c.out.int(0);
+            miss(c, a[1]);
+        }
         Ok(l) => c.out.int(l.map_or(0, List::len) as i64),
         Err(e) => reply_err(&mut c.out, e),
     }
@@ -329,7 +376,10 @@ fn llen(c: &mut Ctx<'_>, a: &[&[u8]]) {
 fn lindex(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let l = match get_list(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
-        Ok(None) => return c.out.null(),
+        Ok(None) => {
+            c.out.null();
+            return miss(c, a[1]);
+        }
         Ok(Some(l)) => l,
     };
     match args::int(a[2]) {
@@ -350,7 +400,10 @@ fn lset(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     match args::int(a[2]) {
         Err(e) => reply_err(&mut c.out, e),
-        Ok(i) if l.set(limits, i, a[3]) => c.out.ok(),
+        Ok(i) if l.set(limits, i, a[3]) => {
+            c.out.ok();
+            c.db.modified(class::LIST, "lset", c.session.db, a[1]);
+        }
         Ok(_) => c.out.error(b"ERR index out of range"),
     }
 }
@@ -362,7 +415,10 @@ fn lrange(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     let l = match get_list(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
-        Ok(None) => return c.out.array_len(0),
+        Ok(None) => {
+            c.out.array_len(0);
+            return miss(c, a[1]);
+        }
         Ok(Some(l)) => l,
     };
     let Some((s, e)) = clamp(l.len(), start, end) else {
@@ -388,7 +444,7 @@ fn ltrim(c: &mut Ctx<'_>, a: &[&[u8]]) {
         Some((s, e)) => l.trim(limits, s, e),
         None => l.trim(limits, 1, 0),
     }
-    drop_if_empty(c.db, dbi, a[1]);
+    removed(c.db, dbi, a[1], "ltrim");
     c.out.ok();
 }
 
@@ -404,7 +460,9 @@ fn lrem(c: &mut Ctx<'_>, a: &[&[u8]]) {
         Ok(Some(l)) => l,
     };
     let n = l.remove(limits, a[3], count);
-    drop_if_empty(c.db, dbi, a[1]);
+    if n > 0 {
+        removed(c.db, dbi, a[1], "lrem");
+    }
     c.out.int(n as i64);
 }
 
@@ -424,6 +482,7 @@ fn linsert(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     if l.insert(limits, a[3], a[4], before) {
         c.out.int(l.len() as i64);
+        c.db.modified(class::LIST, "linsert", c.session.db, a[1]);
     } else {
         c.out.int(-1);
     }
@@ -470,8 +529,14 @@ fn lpos(c: &mut Ctx<'_>, a: &[&[u8]]) {
     }
     let l = match get_list(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
-        Ok(None) if count.is_some() => return c.out.array_len(0),
-        Ok(None) => return c.out.null(),
+        Ok(None) => {
+            if count.is_some() {
+                c.out.array_len(0);
+            } else {
+                c.out.null();
+            }
+            return miss(c, a[1]);
+        }
         Ok(Some(l)) => l,
     };
     match count {

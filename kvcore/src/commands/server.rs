@@ -358,7 +358,10 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
             .collect();
         let pairs: Vec<(&str, &str)> = text.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         match c.db.config.set_many(&pairs) {
-            Ok(()) => c.out.ok(),
+            Ok(()) => {
+                c.db.sync_log_mask();
+                c.out.ok()
+            }
             Err(e @ ConfigError::Unknown(_)) | Err(e) => c
                 .out
                 .error(super::sanitize(e.reply_text().into_bytes()).as_slice()),
@@ -405,7 +408,7 @@ fn flushdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !flush_mode_ok(a) {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    c.db.dbs[c.session.db].clear();
+    c.db.flush(Some(c.session.db));
     c.out.ok();
 }
 
@@ -413,9 +416,7 @@ fn flushall(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !flush_mode_ok(a) {
         return reply_err(&mut c.out, OpError::Syntax);
     }
-    for ks in &mut c.db.dbs {
-        ks.clear();
-    }
+    c.db.flush(None);
     c.out.ok();
 }
 
@@ -436,8 +437,7 @@ fn swapdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if !(0..n).contains(&x) || !(0..n).contains(&y) {
         return c.out.error(b"ERR DB index is out of range");
     }
-    c.db.dbs.swap(x as usize, y as usize);
-    c.db.hash_ttl_keys.swap(x as usize, y as usize);
+    c.db.swap_databases(x as usize, y as usize);
     c.out.ok();
 }
 

@@ -9,6 +9,7 @@
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::resp::ReplyWriter;
 use crate::set::{Limits, Set};
@@ -73,14 +74,39 @@ fn get_set_mut<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&'
     }
 }
 
-/// Deletes `key` if it holds an empty set (after removals).
-fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) {
+/// Deletes `key` if it holds an empty set (after removals); returns whether it did.
+fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) -> bool {
     let now = db.now;
     if let Some(n) = db.dbs[dbi].get(key, now) {
         if matches!(&n.value, Value::Set(s) if s.is_empty()) {
             db.dbs[dbi].remove(key, now);
+            return true;
         }
     }
+    false
+}
+
+/// After members left the set at `key`: the command's event, `del` if the set was emptied
+/// and deleted, and the WATCH touch.
+fn removed(db: &mut Db, dbi: usize, key: &[u8], event: &'static str) {
+    db.notify(class::SET, event, dbi, key);
+    if drop_if_empty(db, dbi, key) {
+        db.notify(class::GENERIC, "del", dbi, key);
+    }
+    db.signal_modified(dbi, key);
+}
+
+/// Removes `members` from the set at `key` (no events, no deletion); how many were there.
+fn remove_members(db: &mut Db, dbi: usize, key: &[u8], members: &[&[u8]]) -> OpResult<usize> {
+    let Some(s) = get_set_mut(db, dbi, key)? else {
+        return Ok(0);
+    };
+    Ok(members.iter().filter(|m| s.remove(m)).count())
+}
+
+/// A read lookup that found nothing: Redis's `keymiss`.
+fn miss(c: &mut Ctx<'_>, key: &[u8]) {
+    c.db.key_miss(c.session.db, key);
 }
 
 impl Db {
@@ -88,26 +114,30 @@ impl Db {
     /// returns how many were new.
     pub fn set_add(&mut self, dbi: usize, key: &[u8], members: &[&[u8]]) -> OpResult<usize> {
         let limits = limits(self);
-        if let Some(s) = get_set_mut(self, dbi, key)? {
-            return Ok(members.iter().filter(|m| s.add(limits, m)).count());
-        }
-        let Some(first) = members.first() else {
-            return Ok(0);
+        let n = if let Some(s) = get_set_mut(self, dbi, key)? {
+            members.iter().filter(|m| s.add(limits, m)).count()
+        } else {
+            let Some(first) = members.first() else {
+                return Ok(0);
+            };
+            let mut s = Set::for_members(limits, first, members.len());
+            let n = members.iter().filter(|m| s.add(limits, m)).count();
+            let now = self.now;
+            self.dbs[dbi].set(key, Value::Set(s), Ttl::Clear, now);
+            n
         };
-        let mut s = Set::for_members(limits, first, members.len());
-        let n = members.iter().filter(|m| s.add(limits, m)).count();
-        let now = self.now;
-        self.dbs[dbi].set(key, Value::Set(s), Ttl::Clear, now);
+        if n > 0 {
+            self.modified(class::SET, "sadd", dbi, key);
+        }
         Ok(n)
     }
 
     /// SREM: removes `members` from the set at `key`; returns how many were there.
     pub fn set_remove(&mut self, dbi: usize, key: &[u8], members: &[&[u8]]) -> OpResult<usize> {
-        let Some(s) = get_set_mut(self, dbi, key)? else {
-            return Ok(0);
-        };
-        let n = members.iter().filter(|m| s.remove(m)).count();
-        drop_if_empty(self, dbi, key);
+        let n = remove_members(self, dbi, key, members)?;
+        if n > 0 {
+            removed(self, dbi, key, "srem");
+        }
         Ok(n)
     }
 
@@ -120,17 +150,25 @@ impl Db {
     /// SMOVE within this store: false when `src` is missing or `m` is not in it; WRONGTYPE
     /// (and nothing moved) when either key holds another type.
     pub fn set_move(&mut self, dbi: usize, src: &[u8], dst: &[u8], m: &[u8]) -> OpResult<bool> {
-        let Some(s) = get_set(self, dbi, src)? else {
+        // Both keys are looked up (and expired) before anything is checked, as Redis does.
+        let src_state = get_set(self, dbi, src).map(|s| s.map(|s| s.contains(m)));
+        let dst_state = get_set(self, dbi, dst).map(|_| ());
+        let Some(is_member) = src_state? else {
             return Ok(false);
         };
-        let is_member = s.contains(m);
-        get_set(self, dbi, dst)?;
+        dst_state?;
         if src == dst {
             return Ok(is_member);
         }
-        if self.set_remove(dbi, src, &[m])? == 0 {
+        if remove_members(self, dbi, src, &[m])? == 0 {
             return Ok(false);
         }
+        // Redis's order: srem (and del) of the source, then sadd of the destination.
+        self.notify(class::SET, "srem", dbi, src);
+        if drop_if_empty(self, dbi, src) {
+            self.notify(class::GENERIC, "del", dbi, src);
+        }
+        self.signal_modified(dbi, src);
         self.set_add(dbi, dst, &[m])?;
         Ok(true)
     }
@@ -156,6 +194,10 @@ fn srem(c: &mut Ctx<'_>, a: &[&[u8]]) {
 
 fn sismember(c: &mut Ctx<'_>, a: &[&[u8]]) {
     match get_set(c.db, c.session.db, a[1]) {
+        Ok(None) => {
+            c.out.int(0);
+            miss(c, a[1]);
+        }
         Ok(s) => c.out.int(i64::from(s.is_some_and(|s| s.contains(a[2])))),
         Err(e) => reply_err(&mut c.out, e),
     }
@@ -170,10 +212,17 @@ fn smismember(c: &mut Ctx<'_>, a: &[&[u8]]) {
     for m in &a[2..] {
         c.out.int(i64::from(s.is_some_and(|s| s.contains(m))));
     }
+    if s.is_none() {
+        miss(c, a[1]);
+    }
 }
 
 fn scard(c: &mut Ctx<'_>, a: &[&[u8]]) {
     match get_set(c.db, c.session.db, a[1]) {
+        Ok(None) => {
+            c.out.int(0);
+            miss(c, a[1]);
+        }
         Ok(s) => c.out.int(s.map_or(0, Set::len) as i64),
         Err(e) => reply_err(&mut c.out, e),
     }
@@ -188,7 +237,10 @@ fn write_members(w: &mut ReplyWriter<'_>, s: &Set) {
 fn smembers(c: &mut Ctx<'_>, a: &[&[u8]]) {
     match get_set(c.db, c.session.db, a[1]) {
         Ok(Some(s)) => write_members(&mut c.out, s),
-        Ok(None) => c.out.set_len(0),
+        Ok(None) => {
+            c.out.set_len(0);
+            miss(c, a[1]);
+        }
         Err(e) => reply_err(&mut c.out, e),
     }
 }
@@ -239,7 +291,8 @@ fn spop(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     let Some(count) = count else {
         let m = s.random(seed).unwrap_or_default();
-        let _ = c.db.set_remove(dbi, a[1], &[&m]);
+        let _ = remove_members(c.db, dbi, a[1], &[&m]);
+        removed(c.db, dbi, a[1], "spop");
         return c.out.bulk(&m);
     };
     if count == 0 {
@@ -251,7 +304,10 @@ fn spop(c: &mut Ctx<'_>, a: &[&[u8]]) {
         let all = Set::from_members(limits, s.to_vec().iter().map(Vec::as_slice));
         write_members(&mut c.out, &all);
         let now = c.db.now;
+        c.db.notify(class::SET, "spop", dbi, a[1]);
         c.db.dbs[dbi].remove(a[1], now);
+        c.db.notify(class::GENERIC, "del", dbi, a[1]);
+        c.db.signal_modified(dbi, a[1]);
         return;
     }
     let members = s.to_vec();
@@ -263,7 +319,8 @@ fn spop(c: &mut Ctx<'_>, a: &[&[u8]]) {
         c.out.bulk(&members[i]);
         gone.push(&members[i]);
     }
-    let _ = c.db.set_remove(dbi, a[1], &gone);
+    let _ = remove_members(c.db, dbi, a[1], &gone);
+    removed(c.db, dbi, a[1], "spop");
 }
 
 fn xorshift(r: &mut u64) -> u64 {
@@ -290,8 +347,14 @@ fn srandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let seed = c.db.random();
     let s = match get_set(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
-        Ok(None) if count.is_some() => return c.out.array_len(0),
-        Ok(None) => return c.out.null(),
+        Ok(None) => {
+            if count.is_some() {
+                c.out.array_len(0);
+            } else {
+                c.out.null();
+            }
+            return miss(c, a[1]);
+        }
         Ok(Some(s)) => s,
     };
     let mut rng = seed | 1;
@@ -346,7 +409,8 @@ fn sscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let Some(s) = s else {
         c.out.array_len(2);
         c.out.bulk(b"0");
-        return c.out.array_len(0);
+        c.out.array_len(0);
+        return miss(c, a[1]);
     };
     let opts = match super::keys_api::parse_scan(&a[1..]) {
         Ok(o) => o,
@@ -380,9 +444,14 @@ fn sscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
 /// key is looked at, as Redis does before it answers).
 fn sets_of<'a>(db: &'a mut Db, dbi: usize, keys: &[&[u8]]) -> OpResult<Vec<Option<&'a Set>>> {
     let now = db.now;
-    // Expire lazily first, then borrow every set at once.
+    // Read lookups in order (expiring, `keymiss` for a missing key) up to the first key of
+    // another type, as Redis's; then borrow every set at once.
     for k in keys {
-        db.dbs[dbi].get(k, now);
+        match db.dbs[dbi].get(k, now) {
+            None => db.key_miss(dbi, k),
+            Some(n) if !matches!(n.value, Value::Set(_)) => return Err(OpError::WrongType),
+            Some(_) => {}
+        }
     }
     let ks = &db.dbs[dbi];
     keys.iter()
@@ -468,9 +537,17 @@ fn algebra(c: &mut Ctx<'_>, keys: &[&[u8]], op: Op, dest: Option<&[u8]>) {
             let n = result.len();
             let now = c.db.now;
             if n == 0 {
-                c.db.dbs[dbi].remove(d, now);
+                if c.db.dbs[dbi].delete_stored(d) {
+                    c.db.modified(class::GENERIC, "del", dbi, d);
+                }
             } else {
                 c.db.dbs[dbi].set(d, Value::Set(result), Ttl::Clear, now);
+                let event = match op {
+                    Op::Inter => "sinterstore",
+                    Op::Union => "sunionstore",
+                    Op::Diff => "sdiffstore",
+                };
+                c.db.modified(class::SET, event, dbi, d);
             }
             c.out.int(n as i64);
         }

@@ -20,6 +20,7 @@
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, CommandSpec, Ctx};
 use crate::error::OpError;
+use crate::events::class;
 use crate::value::Value;
 use crate::Db;
 
@@ -116,7 +117,10 @@ fn lookup(db: &mut Db, dbi: usize, pattern: &[u8], element: &[u8]) -> Option<Vec
     }
     let (key, field) = substitute(pattern, element)?;
     let now = db.now;
-    let node = db.dbs[dbi].get(&key, now)?;
+    let Some(node) = db.dbs[dbi].get(&key, now) else {
+        db.key_miss(dbi, &key);
+        return None;
+    };
     match (field, &node.value) {
         (None, v) => v.as_str(&mut itoa::Buffer::new()).map(<[u8]>::to_vec),
         (Some(f), Value::Hash(h)) => h.get(&f),
@@ -233,7 +237,10 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
     let now = ctx.db.now;
     ctx.db.sort_prepare(dbi, a[1]);
     let (mut items, is_set, is_ordered) = match ctx.db.dbs[dbi].get(a[1], now) {
-        None => (Vec::new(), false, true),
+        None => {
+            ctx.db.key_miss(dbi, a[1]);
+            (Vec::new(), false, true)
+        }
         Some(n) => match elements(&n.value) {
             None => return reply_err(&mut ctx.out, OpError::WrongType),
             Some(items) => {
@@ -375,10 +382,13 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
             }
             let n = result.len();
             if n == 0 {
-                ctx.db.dbs[dbi].remove(dest, now);
+                if ctx.db.dbs[dbi].delete_stored(dest) {
+                    ctx.db.modified(class::GENERIC, "del", dbi, dest);
+                }
             } else {
                 let list = crate::list::List::from_items(super::list::limits(ctx.db), &result);
                 ctx.db.dbs[dbi].set(dest, Value::List(list), crate::keyspace::Ttl::Clear, now);
+                ctx.db.modified(class::LIST, "sortstore", dbi, dest);
             }
             ctx.out.int(n as i64);
         }

@@ -42,6 +42,10 @@ impl Db {
         let dbi = session.db.min(self.dbs.len().saturating_sub(1));
         let now = self.now;
         let mut saved: Vec<Saved> = Vec::with_capacity(sources.len());
+        // Installing and restoring the provided keys is no keyspace change: nothing is logged
+        // (no `new`, no `expired`); the command's own events are raised as usual.
+        self.pull_keyspace_logs();
+        let mask = std::mem::replace(&mut self.dbs[dbi].log_mask, 0);
         for (key, value) in sources {
             let ks = &mut self.dbs[dbi];
             let prev = ks.take(&key, now);
@@ -52,8 +56,10 @@ impl Db {
                 saved.push((key, prev));
             }
         }
+        self.dbs[dbi].log_mask = mask;
         self.dispatch_spec(session, spec, args, out);
         let now = self.now;
+        let mask = std::mem::replace(&mut self.dbs[dbi].log_mask, 0);
         // Last saved first: a key provided twice was saved a second time holding the first
         // copy, so only the reverse order ends with the true previous state.
         for (key, prev) in saved.into_iter().rev() {
@@ -63,6 +69,7 @@ impl Db {
                 ks.set(&key, v, ttl, now);
             }
         }
+        self.dbs[dbi].log_mask = mask;
     }
 }
 

@@ -5,6 +5,7 @@
 
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::resp::long_double::{LongDouble, Operand};
 use crate::resp::ReplyWriter;
@@ -108,6 +109,11 @@ impl Db {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
         let (exists, old) = match ks.get(key, now) {
+            None if opt.get => {
+                // GET's read lookup, then SET's write lookup.
+                self.key_miss(dbi, key);
+                (false, None)
+            }
             None => (false, None),
             Some(n) if opt.get => (true, Some(string_bytes(&n.value)?)),
             Some(_) => (true, None),
@@ -118,11 +124,13 @@ impl Db {
             SetCondition::IfPresent => exists,
         };
         if allowed {
-            match opt.ttl {
-                Ttl::At(t) if t <= now => {
-                    ks.remove(key, now);
-                }
-                ttl => ks.set(key, Value::from_bytes(value), ttl, now),
+            // A deadline already past is stored as it is (the key expires on its next
+            // lookup), as Redis does.
+            self.dbs[dbi].set(key, Value::from_bytes(value), opt.ttl, now);
+            self.signal_modified(dbi, key);
+            self.notify(class::STRING, "set", dbi, key);
+            if let Ttl::At(_) = opt.ttl {
+                self.notify(class::GENERIC, "expire", dbi, key);
             }
         }
         Ok(SetOutcome {
@@ -160,7 +168,7 @@ impl Db {
     pub fn incr_by_in(&mut self, dbi: usize, key: &[u8], by: i64) -> OpResult<i64> {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
-        match ks.get_mut(key, now) {
+        let r = match ks.get_mut(key, now) {
             None => {
                 ks.insert_absent(key, Value::Int(by), Ttl::Clear);
                 Ok(by)
@@ -186,7 +194,9 @@ impl Db {
                 *v = Value::Int(new);
                 Ok(new)
             }
-        }
+        };
+        self.modified(class::STRING, "incrby", dbi, key);
+        r
     }
 
     /// INCRBY in the embedded session's database.
@@ -242,6 +252,7 @@ impl Db {
         };
         let text = sum.to_human();
         ks.set(key, Value::string(&text), Ttl::Keep, now);
+        self.modified(class::STRING, "incrbyfloat", dbi, key);
         Ok(text)
     }
 
@@ -250,10 +261,10 @@ impl Db {
         let now = self.now;
         let max = self.config.proto_max_bulk_len;
         let ks = &mut self.dbs[dbi];
-        match ks.get_mut(key, now) {
+        let len = match ks.get_mut(key, now) {
             None => {
                 ks.insert_absent(key, Value::from_bytes(tail), Ttl::Clear);
-                Ok(tail.len())
+                tail.len()
             }
             Some(v) => {
                 let len = v.str_len().ok_or(OpError::WrongType)?;
@@ -262,9 +273,11 @@ impl Db {
                 }
                 let raw = v.make_raw().ok_or(OpError::WrongType)?;
                 raw.extend_from_slice(tail);
-                Ok(raw.len())
+                raw.len()
             }
-        }
+        };
+        self.modified(class::STRING, "append", dbi, key);
+        Ok(len)
     }
 
     /// SETRANGE in database `dbi`; returns the new length.
@@ -298,6 +311,7 @@ impl Db {
             let mut v = vec![0u8; end];
             v[offset..].copy_from_slice(bytes);
             ks.insert_absent(key, Value::Raw(Box::new(v)), Ttl::Clear);
+            self.modified(class::STRING, "setrange", dbi, key);
             return Ok(end);
         }
         let v = ks
@@ -308,7 +322,9 @@ impl Db {
             v.resize(end, 0);
         }
         v[offset..end].copy_from_slice(bytes);
-        Ok(v.len())
+        let len = v.len();
+        self.modified(class::STRING, "setrange", dbi, key);
+        Ok(len)
     }
 }
 
@@ -339,6 +355,7 @@ fn get(c: &mut Ctx<'_>, a: &[&[u8]]) {
         None => {
             c.db.stats.keyspace_misses += 1;
             c.out.null();
+            c.db.key_miss(dbi, a[1]);
         }
         Some(n) => {
             c.db.stats.keyspace_hits += 1;
@@ -527,14 +544,19 @@ fn getset(c: &mut Ctx<'_>, a: &[&[u8]]) {
 
 fn getdel(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
-    let ks = &mut c.db.dbs[c.session.db];
+    let dbi = c.session.db;
+    let ks = &mut c.db.dbs[dbi];
     match ks.get(a[1], now) {
-        None => c.out.null(),
+        None => {
+            c.out.null();
+            c.db.key_miss(dbi, a[1]);
+        }
         Some(n) => {
             if let Err(e) = write_value(&mut c.out, &n.value) {
                 return reply_err(&mut c.out, e);
             }
             ks.remove(a[1], now);
+            c.db.modified(class::GENERIC, "del", dbi, a[1]);
         }
     }
 }
@@ -546,13 +568,16 @@ fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let Some(ext) = parse_ext_options(a, 2, false) else {
         return c.out.error(b"ERR syntax error");
     };
-    let ks = &mut c.db.dbs[c.session.db];
+    let dbi = c.session.db;
+    let ks = &mut c.db.dbs[dbi];
     let Some(n) = ks.get(a[1], now) else {
-        return c.out.null();
+        c.out.null();
+        return c.db.key_miss(dbi, a[1]);
     };
     if n.value.str_len().is_none() {
         return reply_err(&mut c.out, OpError::WrongType);
     }
+    let n_had_ttl = n.expire_at().is_some();
     // None = leave the deadline; Some(None) = PERSIST; Some(Some(t)) = new deadline.
     let change = match ext.expire {
         Some((u, arg)) => match deadline(arg, u, now) {
@@ -570,23 +595,32 @@ fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
         None => {}
         Some(Some(at)) if at <= now => {
             ks.remove(a[1], now);
+            c.db.modified(class::GENERIC, "del", dbi, a[1]);
         }
-        Some(at) => {
-            ks.set_expire(a[1], at, now);
+        Some(Some(at)) => {
+            ks.set_expire(a[1], Some(at), now);
+            c.db.modified(class::GENERIC, "expire", dbi, a[1]);
         }
+        Some(None) if n_had_ttl => {
+            ks.set_expire(a[1], None, now);
+            c.db.modified(class::GENERIC, "persist", dbi, a[1]);
+        }
+        Some(None) => {}
     }
 }
 
 fn mget(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
     c.out.array_len(a.len() - 1);
+    let dbi = c.session.db;
     for key in &a[1..] {
-        match c.db.dbs[c.session.db].get(key, now) {
+        match c.db.dbs[dbi].get(key, now) {
             Some(n) if write_value(&mut c.out, &n.value).is_ok() => c.db.stats.keyspace_hits += 1,
             Some(_) => c.out.null(),
             None => {
                 c.db.stats.keyspace_misses += 1;
                 c.out.null();
+                c.db.key_miss(dbi, key);
             }
         }
     }
@@ -597,9 +631,10 @@ fn mset(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return wrong_arity(&mut c.out, "mset");
     }
     let now = c.db.now;
-    let ks = &mut c.db.dbs[c.session.db];
+    let dbi = c.session.db;
     for kv in a[1..].chunks_exact(2) {
-        ks.set(kv[0], Value::from_bytes(kv[1]), Ttl::Clear, now);
+        c.db.dbs[dbi].set(kv[0], Value::from_bytes(kv[1]), Ttl::Clear, now);
+        c.db.modified(class::STRING, "set", dbi, kv[0]);
     }
     c.out.ok();
 }
@@ -609,12 +644,14 @@ fn msetnx(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return wrong_arity(&mut c.out, "msetnx");
     }
     let now = c.db.now;
-    let ks = &mut c.db.dbs[c.session.db];
+    let dbi = c.session.db;
+    let ks = &mut c.db.dbs[dbi];
     if a[1..].chunks_exact(2).any(|kv| ks.contains(kv[0], now)) {
         return c.out.int(0);
     }
     for kv in a[1..].chunks_exact(2) {
-        ks.set(kv[0], Value::from_bytes(kv[1]), Ttl::Clear, now);
+        c.db.dbs[dbi].set(kv[0], Value::from_bytes(kv[1]), Ttl::Clear, now);
+        c.db.modified(class::STRING, "set", dbi, kv[0]);
     }
     c.out.int(1);
 }
@@ -628,8 +665,12 @@ fn append(c: &mut Ctx<'_>, a: &[&[u8]]) {
 
 fn strlen(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
-    match c.db.dbs[c.session.db].get(a[1], now) {
-        None => c.out.int(0),
+    let dbi = c.session.db;
+    match c.db.dbs[dbi].get(a[1], now) {
+        None => {
+            c.out.int(0);
+            c.db.key_miss(dbi, a[1]);
+        }
         Some(n) => match n.value.str_len() {
             Some(l) => c.out.int(l as i64),
             None => reply_err(&mut c.out, OpError::WrongType),
@@ -643,8 +684,10 @@ fn getrange(c: &mut Ctx<'_>, a: &[&[u8]]) {
         _ => return reply_err(&mut c.out, OpError::NotInteger),
     };
     let now = c.db.now;
-    let Some(n) = c.db.dbs[c.session.db].get(a[1], now) else {
-        return c.out.bulk(b"");
+    let dbi = c.session.db;
+    let Some(n) = c.db.dbs[dbi].get(a[1], now) else {
+        c.out.bulk(b"");
+        return c.db.key_miss(dbi, a[1]);
     };
     let mut buf = itoa::Buffer::new();
     let Some(s) = n.value.as_str(&mut buf) else {

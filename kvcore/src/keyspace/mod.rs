@@ -39,6 +39,11 @@ pub struct ExpireRun {
     pub expired: usize,
 }
 
+/// [`Keyspace::log_mask`] bit: log keys deleted on expiry.
+pub const LOG_EXPIRED: u8 = 1;
+/// [`Keyspace::log_mask`] bit: log keys created.
+pub const LOG_NEW: u8 = 2;
+
 /// Keys sampled per active-expire round (Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP).
 pub const EXPIRE_SAMPLE: usize = 20;
 
@@ -50,6 +55,11 @@ pub struct Keyspace {
     expire_cursor: u64,
     /// Keys found expired and deleted (lazily or actively) since start.
     pub expired_keys: u64,
+    /// What to log ([`LOG_EXPIRED`], [`LOG_NEW`]); set by the store while someone listens
+    /// (keyspace events, WATCH). Zero costs one test per deletion on expiry or creation.
+    pub log_mask: u8,
+    /// Logged `(kind, key)` pairs, oldest first; the store drains them.
+    pub log: Vec<(u8, Box<[u8]>)>,
 }
 
 impl Default for Keyspace {
@@ -66,6 +76,8 @@ impl Keyspace {
             expires: Dict::new(),
             expire_cursor: 0,
             expired_keys: 0,
+            log_mask: 0,
+            log: Vec::new(),
         }
     }
 
@@ -95,6 +107,9 @@ impl Keyspace {
                     self.expires.remove(key);
                 }
                 self.expired_keys += 1;
+                if self.log_mask & LOG_EXPIRED != 0 {
+                    self.log.push((LOG_EXPIRED, key.into()));
+                }
                 None
             }
         }
@@ -116,6 +131,16 @@ impl Keyspace {
     /// The live node of `key`.
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
         self.live(key, now).map(|n| &**n)
+    }
+
+    /// Whether `key` is stored, live or past its deadline (Redis's `dbFind`).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.main.get(key).is_some()
+    }
+
+    /// Whether `key` is stored and past its deadline (Redis's `keyIsExpired`).
+    pub fn is_expired(&self, key: &[u8], now: u64) -> bool {
+        self.main.get(key).is_some_and(|n| n.expired(now))
     }
 
     /// The live node of `key`, read without collecting it when expired (for `&self` callers).
@@ -161,6 +186,9 @@ impl Keyspace {
     }
 
     fn insert_new(&mut self, key: &[u8], value: Value, at: u64) {
+        if self.log_mask & LOG_NEW != 0 {
+            self.log.push((LOG_NEW, key.into()));
+        }
         if at != 0 {
             self.expires.insert(Thin::new(key, (), 0));
         }
@@ -218,6 +246,12 @@ impl Keyspace {
         })
     }
 
+    /// Removes `key` whether or not it is past its deadline (Redis's `dbDelete` without a
+    /// lookup first: the *STORE commands clearing their destination); whether it was stored.
+    pub fn delete_stored(&mut self, key: &[u8]) -> bool {
+        self.delete_node(key).is_some()
+    }
+
     /// The deadline of a live key: `Some(None)` when it has none, `None` when missing.
     pub fn expire_of(&mut self, key: &[u8], now: u64) -> Option<Option<u64>> {
         self.get(key, now).map(KeyNode::expire_at)
@@ -263,8 +297,9 @@ impl Keyspace {
         None
     }
 
-    /// Removes every key.
+    /// Removes every key (and drops what was logged).
     pub fn clear(&mut self) {
+        self.log.clear();
         self.main.clear();
         self.expires.clear();
         self.expire_cursor = 0;
@@ -298,6 +333,9 @@ impl Keyspace {
             let expired = dead.len();
             for k in dead.drain(..) {
                 self.delete_node(&k);
+                if self.log_mask & LOG_EXPIRED != 0 {
+                    self.log.push((LOG_EXPIRED, k));
+                }
             }
             run.sampled += sampled;
             run.expired += expired;

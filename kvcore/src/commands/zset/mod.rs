@@ -14,6 +14,7 @@ pub(crate) mod range;
 use super::strings::reply_err;
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
+use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::resp::ReplyWriter;
 use crate::value::Value;
@@ -184,24 +185,50 @@ pub(crate) fn get_z_mut<'a>(
     }
 }
 
-/// Deletes `key` if it holds an empty sorted set (after removals).
-pub(crate) fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) {
+/// Deletes `key` if it holds an empty sorted set (after removals); returns whether it did.
+pub(crate) fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) -> bool {
     let now = db.now;
     if let Some(n) = db.dbs[dbi].get(key, now) {
         if matches!(&n.value, Value::ZSet(z) if z.is_empty()) {
             db.dbs[dbi].remove(key, now);
+            return true;
         }
+    }
+    false
+}
+
+/// After members left the sorted set at `key`: the WATCH touch, the command's event, and
+/// `del` when the set was emptied and deleted.
+pub(crate) fn removed(db: &mut Db, dbi: usize, key: &[u8], event: &'static str) {
+    let deleted = drop_if_empty(db, dbi, key);
+    db.signal_modified(dbi, key);
+    db.notify(class::ZSET, event, dbi, key);
+    if deleted {
+        db.notify(class::GENERIC, "del", dbi, key);
     }
 }
 
-/// Stores `z` at `key` (replacing anything), or deletes `key` when `z` is empty.
-pub(crate) fn store(db: &mut Db, dbi: usize, key: &[u8], z: ZSet) {
+/// Stores `z` at `key` (replacing anything) and raises `event`, or deletes `key` when `z` is
+/// empty (`del` if there was one): the *STORE commands' ending.
+pub(crate) fn store(db: &mut Db, dbi: usize, key: &[u8], z: ZSet, event: &'static str) {
     let now = db.now;
     if z.is_empty() {
-        db.dbs[dbi].remove(key, now);
+        if db.dbs[dbi].delete_stored(key) {
+            db.modified(class::GENERIC, "del", dbi, key);
+        }
     } else {
         db.dbs[dbi].set(key, Value::ZSet(z), Ttl::Clear, now);
+        db.modified(class::ZSET, event, dbi, key);
     }
+}
+
+/// [`get_z`] for a read lookup: a missing key is a `keymiss`.
+pub(crate) fn read_z<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&'a ZSet>> {
+    if matches!(get_z(db, dbi, key), Ok(None)) {
+        db.key_miss(dbi, key);
+        return Ok(None);
+    }
+    get_z(db, dbi, key)
 }
 
 /// Writes one `member score` pair: a two-element array in RESP3, two bulks in RESP2.
@@ -311,6 +338,10 @@ impl Db {
         if z.is_empty() {
             ks.remove(key, now);
         }
+        if out.added + out.updated > 0 {
+            let event = if f.incr { "zincr" } else { "zadd" };
+            self.modified(class::ZSET, event, dbi, key);
+        }
         if nan {
             return Err(ZaddError::Nan);
         }
@@ -384,8 +415,8 @@ fn zrem_in(db: &mut Db, dbi: usize, key: &[u8], members: &[&[u8]]) -> OpResult<u
         return Ok(0);
     };
     let n = members.iter().filter(|m| z.remove(m).is_some()).count();
-    if z.is_empty() {
-        drop_if_empty(db, dbi, key);
+    if n > 0 {
+        removed(db, dbi, key, "zrem");
     }
     Ok(n)
 }
@@ -480,7 +511,7 @@ fn zrem(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn zscore(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match get_z(c.db, c.session.db, a[1]) {
+    match read_z(c.db, c.session.db, a[1]) {
         Err(e) => reply_err(&mut c.out, e),
         Ok(z) => match z.and_then(|z| z.score(a[2])) {
             Some(s) => c.out.double(s),
@@ -490,7 +521,7 @@ fn zscore(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn zmscore(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match read_z(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(z) => z,
     };
@@ -510,7 +541,7 @@ fn zrank_generic(c: &mut Ctx<'_>, a: &[&[u8]], rev: bool, name: &str) {
         4 => return reply_err(&mut c.out, OpError::Syntax),
         _ => return wrong_arity(&mut c.out, name),
     };
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match read_z(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(z) => z,
     };
@@ -539,7 +570,7 @@ fn zrevrank(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn zcard(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match get_z(c.db, c.session.db, a[1]) {
+    match read_z(c.db, c.session.db, a[1]) {
         Err(e) => reply_err(&mut c.out, e),
         Ok(z) => c.out.int(z.map_or(0, ZSet::len) as i64),
     }
@@ -562,8 +593,18 @@ pub(crate) fn pop_in(
     let (start, end) = if max { (len - n, len) } else { (0, n) };
     z.range(start, end, max, |m, s| out.push((m.to_vec(), s)));
     z.remove_ranks(start, end);
-    if z.is_empty() {
-        drop_if_empty(db, dbi, key);
+    if !out.is_empty() {
+        let deleted = drop_if_empty(db, dbi, key);
+        db.notify(
+            class::ZSET,
+            if max { "zpopmax" } else { "zpopmin" },
+            dbi,
+            key,
+        );
+        if deleted {
+            db.notify(class::GENERIC, "del", dbi, key);
+        }
+        db.signal_modified(dbi, key);
     }
     Ok(out)
 }
@@ -775,7 +816,7 @@ fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
         },
     };
     let seed = c.db.random();
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match read_z(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(z) => z,
     };
@@ -853,7 +894,7 @@ fn zscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
     if let Err(m) = super::keys_api::parse_scan(&a[1..3]) {
         return c.out.error(m);
     }
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match read_z(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(z) => z,
     };

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::{get_z, is_resp3, limits, store, write_pair};
+use super::{is_resp3, limits, store, write_pair};
 use crate::commands::strings::reply_err;
 use crate::commands::{args, Ctx};
 use crate::error::OpError;
@@ -88,7 +88,7 @@ fn generic(c: &mut Ctx<'_>, a: &[&[u8]], dst: Option<&[u8]>, nk: usize, op: Op, 
             srcs.push((items, 1.0));
             continue;
         }
-        match get_z(c.db, dbi, k) {
+        match super::read_z(c.db, dbi, k) {
             Err(e) => return reply_err(&mut c.out, e),
             Ok(z) => srcs.push((load(z), 1.0)),
         }
@@ -209,7 +209,12 @@ fn generic(c: &mut Ctx<'_>, a: &[&[u8]], dst: Option<&[u8]>, nk: usize, op: Op, 
         Some(d) => {
             let refs: Vec<(&[u8], f64)> = result.iter().map(|(m, s)| (&m[..], *s)).collect();
             let z = ZSet::from_sorted(limits(c.db), &refs);
-            store(c.db, dbi, d, z);
+            let event = match op {
+                Op::Union => "zunionstore",
+                Op::Inter => "zinterstore",
+                Op::Diff => "zdiffstore",
+            };
+            store(c.db, dbi, d, z, event);
             c.out.int(result.len() as i64);
         }
         None => {

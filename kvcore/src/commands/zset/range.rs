@@ -2,7 +2,7 @@
 //! ZLEXCOUNT and ZREMRANGEBY*. Every range becomes a rank range `start..end` of the set first
 //! (see [`crate::zset::bounds`]); listing, counting and removing are rank arithmetic after that.
 
-use super::{get_z, get_z_mut, is_resp3, limits, store, write_pair};
+use super::{get_z_mut, is_resp3, limits, store, write_pair};
 use crate::commands::strings::reply_err;
 use crate::commands::{args, Ctx};
 use crate::error::OpError;
@@ -185,7 +185,7 @@ fn range_generic(c: &mut Ctx<'_>, a: &[&[u8]], by: Option<By>, rev: Option<bool>
     else {
         return;
     };
-    let z = match get_z(c.db, c.session.db, a[1]) {
+    let z = match super::read_z(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(None) => return c.out.array_len(0),
         Ok(Some(z)) => z,
@@ -227,7 +227,7 @@ pub(super) fn zrangestore(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return;
     };
     let dbi = c.session.db;
-    let items = match get_z(c.db, dbi, a[2]) {
+    let items = match super::read_z(c.db, dbi, a[2]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(None) => Vec::new(),
         Ok(Some(z)) => select(z, &range, rev, offset, limit),
@@ -250,7 +250,7 @@ pub(super) fn zrangestore(c: &mut Ctx<'_>, a: &[&[u8]]) {
         z.insert(m, *s, lim);
     }
     let n = z.len();
-    store(c.db, dbi, a[1], z);
+    store(c.db, dbi, a[1], z, "zrangestore");
     c.out.int(n as i64);
 }
 
@@ -266,7 +266,7 @@ fn count_generic(c: &mut Ctx<'_>, a: &[&[u8]], lex: bool) {
             None => return c.out.error(NOT_FLOAT),
         }
     };
-    match get_z(c.db, c.session.db, a[1]) {
+    match super::read_z(c.db, c.session.db, a[1]) {
         Err(e) => reply_err(&mut c.out, e),
         Ok(None) => c.out.int(0),
         Ok(Some(z)) => {
@@ -314,8 +314,13 @@ fn remrange(c: &mut Ctx<'_>, a: &[&[u8]], by: By) {
         Range::Lex(r) => r.ranks(z),
     };
     let n = z.remove_ranks(s, e);
-    if z.is_empty() {
-        super::drop_if_empty(c.db, dbi, a[1]);
+    if n > 0 {
+        let event = match by {
+            By::Rank => "zremrangebyrank",
+            By::Score => "zremrangebyscore",
+            By::Lex => "zremrangebylex",
+        };
+        super::removed(c.db, dbi, a[1], event);
     }
     c.out.int(n as i64);
 }
