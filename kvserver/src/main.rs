@@ -232,6 +232,7 @@ async fn shard_main(
     let _ = tx.send(Ok(actual));
     let db = Db::with_config(global.opts.store.clone());
     let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
+    shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);
     net::accept(shard, listener).await;
 }

@@ -11,6 +11,7 @@ use std::rc::Rc;
 
 use futures_util::future::join_all;
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
+use kvcore::events::class::GENERIC;
 use kvcore::resp::ReplyWriter;
 use kvcore::value::Value;
 use kvcore::{OpError, Session, SetOptions};
@@ -318,7 +319,11 @@ async fn move_key(
                 .call(ss, move |sh: &Shard| {
                     let mut d = sh.db.borrow_mut();
                     d.refresh_clock();
-                    d.take_in(src_db, &k)
+                    let taken = d.take_in(src_db, &k);
+                    if taken.is_some() {
+                        d.notify(GENERIC, "rename_from", src_db, &k);
+                    }
+                    taken
                 })
                 .await
         };
@@ -339,6 +344,12 @@ async fn move_key(
                     return false;
                 }
                 d.restore_in(dst_db, &k, value, ttl);
+                d.notify(
+                    GENERIC,
+                    if is_copy { "copy_to" } else { "rename_to" },
+                    dst_db,
+                    &k,
+                );
                 true
             })
             .await;

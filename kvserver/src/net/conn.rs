@@ -125,7 +125,14 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     }
 }
 
-async fn resolve(shard: &Shard, pend: &mut Pending, out: &mut Vec<u8>) {
+/// A subscriber's `mailbox`: messages that arrived while the replies were on their way (its own
+/// keyspace events among them, sent ahead of the replies) go out before them.
+async fn resolve(
+    shard: &Shard,
+    pend: &mut Pending,
+    out: &mut Vec<u8>,
+    mailbox: Option<&pubsub::Mailbox>,
+) {
     if !pend.active {
         return;
     }
@@ -143,6 +150,9 @@ async fn resolve(shard: &Shard, pend: &mut Pending, out: &mut Vec<u8>) {
             .ok()
             .and_then(|p| p.downcast::<BatchReply>().ok())
             .map(|b| *b);
+    }
+    if let Some(m) = mailbox {
+        m.drain_into(out);
     }
     for seg in pend.segs.drain(..) {
         match seg {
@@ -476,7 +486,8 @@ impl<'a> Conn<'a> {
     /// Collects the replies of commands sent to other shards, in the client's order.
     async fn resolve(&mut self) {
         if self.pend.active {
-            Box::pin(resolve(self.shard, &mut self.pend, &mut self.out)).await;
+            let mailbox = self.subs.as_ref().map(|s| &*s.mailbox);
+            Box::pin(resolve(self.shard, &mut self.pend, &mut self.out, mailbox)).await;
         }
     }
 
@@ -581,6 +592,7 @@ impl<'a> Conn<'a> {
                 if keyed {
                     self.hops = 0;
                 }
+                let mark = self.out.len();
                 let session = &mut *self.session;
                 if self.pend.active {
                     let a = self.pend.local.len();
@@ -592,6 +604,14 @@ impl<'a> Conn<'a> {
                     self.pend.segs.push(Seg::Local(a, self.pend.local.len()));
                 } else if !shard.try_run_now(session, spec, args, &mut self.out) {
                     shard.run_spec(session, spec, args, &mut self.out).await;
+                }
+                // A subscriber's own keyspace events go out before the reply, as in Redis.
+                if let Some(s) = self.subs.as_ref().filter(|s| !s.mailbox.is_empty()) {
+                    if !self.pend.active {
+                        let mut mail = Vec::new();
+                        s.mailbox.drain_into(&mut mail);
+                        self.out.splice(mark..mark, mail);
+                    }
                 }
                 self.after_session_change(args);
                 if self.session.close_after_reply {

@@ -513,6 +513,37 @@ pub fn publish(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) -> i64 {
     count
 }
 
+/// Publishes the keyspace events this shard's store raised: `__keyspace@DB__:KEY` with the
+/// event as message (flag K), `__keyevent@DB__:EVENT` with the key (flag E), as Redis does.
+pub fn publish_events(shard: &Shard) {
+    let (flags, events): (u32, Vec<kvcore::events::KeyEvent>) = {
+        let mut db = shard.db.borrow_mut();
+        let flags = db.config.notify_keyspace_events;
+        (flags, db.drain_events().collect())
+    };
+    let mut channel = Vec::new();
+    let mut db_digits = itoa::Buffer::new();
+    for e in events {
+        let dbn = db_digits.format(e.db).as_bytes().to_vec();
+        if flags & kvcore::events::class::KEYSPACE != 0 {
+            channel.clear();
+            channel.extend_from_slice(b"__keyspace@");
+            channel.extend_from_slice(&dbn);
+            channel.extend_from_slice(b"__:");
+            channel.extend_from_slice(&e.key);
+            publish(shard, GLOBAL, &channel, e.event.as_bytes());
+        }
+        if flags & kvcore::events::class::KEYEVENT != 0 {
+            channel.clear();
+            channel.extend_from_slice(b"__keyevent@");
+            channel.extend_from_slice(&dbn);
+            channel.extend_from_slice(b"__:");
+            channel.extend_from_slice(e.event.as_bytes());
+            publish(shard, GLOBAL, &channel, &e.key);
+        }
+    }
+}
+
 /// Delivers a message to the subscribers of this shard (the thread's own). A subscriber cut
 /// off at its output limit has its socket shut down, so a write it is stuck in fails and its
 /// connection ends (and unsubscribes).

@@ -120,6 +120,8 @@ pub struct Shard {
     pub arrivals: RefCell<VecDeque<Handoff>>,
     /// Signalled when a client arrives.
     pub arrived: Notify,
+    /// Publishes the store's keyspace events (set by the pub/sub feature at start-up).
+    pub events_hook: Cell<Option<fn(&Shard)>>,
 }
 
 impl Shard {
@@ -145,6 +147,7 @@ impl Shard {
             stop: Notify::new(),
             arrivals: RefCell::new(VecDeque::new()),
             arrived: Notify::new(),
+            events_hook: Cell::new(None),
         }
     }
 
@@ -175,7 +178,9 @@ impl Shard {
         F: FnOnce(&Shard) -> R + Send + 'static,
     {
         if to == self.id {
-            return f(self);
+            let r = f(self);
+            self.after_writes();
+            return r;
         }
         let from = self.id;
         let rx = self
@@ -272,6 +277,18 @@ impl Shard {
         if let Some(spec) = spec {
             self.wake_written(spec, args);
         }
+        self.after_writes();
+    }
+
+    /// Hands the keyspace events the store raised (notify-keyspace-events) to the hook that
+    /// publishes them. One check when there are none.
+    #[inline]
+    pub fn after_writes(&self) {
+        if let Some(publish) = self.events_hook.get() {
+            if self.db.borrow().has_events() {
+                publish(self);
+            }
+        }
     }
 
     /// [`Shard::run_local`] for a command already looked up (`spec` = `lookup(args[0])`).
@@ -358,9 +375,13 @@ impl Shard {
                     let _ = tx.send(payload);
                 }
             }
-            Msg::Post(job) => job(self),
+            Msg::Post(job) => {
+                job(self);
+                self.after_writes();
+            }
             Msg::Call { from, id, job } => {
                 let payload = job(self);
+                self.after_writes();
                 let _ = self.inboxes[from].send(Msg::Done { id, payload });
             }
             Msg::Lock {
@@ -381,6 +402,7 @@ impl Shard {
             Msg::Unlock { keys, exclusive } => self.locks.borrow_mut().release(&keys, exclusive),
             Msg::Tick => {
                 self.db.borrow_mut().cron(Duration::from_millis(5));
+                self.after_writes();
             }
             Msg::Stop => self.stop.notify_one(),
             Msg::Adopt(h) => {

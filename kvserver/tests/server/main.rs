@@ -11,6 +11,7 @@ mod hostile;
 mod lazyfree;
 mod limits;
 mod multishard;
+mod notifications;
 mod pubsub;
 mod sets;
 mod support;
