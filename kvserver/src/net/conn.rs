@@ -554,22 +554,22 @@ impl<'a> Conn<'a> {
                 s.mailbox.drain_into(&mut self.out);
             }
         }
-        if args[0].eq_ignore_ascii_case(b"exec") && !self.exec_allowed(args) {
-            // EXEC itself rejected (arity, authentication): Redis discards the transaction,
-            // if any, and says why, inside MULTI or not.
-            self.resolve().await;
-            let mut err = Vec::new();
-            shard.db.borrow_mut().dispatch(self.session, args, &mut err);
-            let reason = err
-                .strip_prefix(b"-ERR ")
-                .or_else(|| err.strip_prefix(b"-"))
-                .unwrap_or(&err);
-            self.out
-                .extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
-            self.out.extend_from_slice(reason);
-            self.end_multi();
-            self.unwatch().await;
-            return Ok(Step::Go);
+        if args[0].eq_ignore_ascii_case(b"exec") {
+            if let Some(err) = self.exec_rejected(args) {
+                // EXEC itself rejected (arity, authentication, subscribed mode): Redis discards
+                // the transaction, if any, and says why, inside MULTI or not.
+                self.resolve().await;
+                let reason = err
+                    .strip_prefix(b"-ERR ")
+                    .or_else(|| err.strip_prefix(b"-"))
+                    .unwrap_or(&err);
+                self.out
+                    .extend_from_slice(b"-EXECABORT Transaction discarded because of: ");
+                self.out.extend_from_slice(reason);
+                self.end_multi();
+                self.unwatch().await;
+                return Ok(Step::Go);
+            }
         }
         if self.multi.is_some() {
             if let Some(step) = self.in_multi(args) {
@@ -733,11 +733,20 @@ impl<'a> Conn<'a> {
         Some(Step::Go)
     }
 
-    /// Whether an EXEC passes the checks every command passes (arity, authentication).
-    fn exec_allowed(&self, args: &[&[u8]]) -> bool {
-        commands::lookup(args[0]).is_some_and(|s| {
-            s.arity_ok(args.len()) && (self.session.authenticated || s.has(flags::NO_AUTH))
-        })
+    /// Why an EXEC fails the checks every command passes (arity, authentication, subscribed
+    /// mode): the error reply it would get.
+    fn exec_rejected(&self, args: &[&[u8]]) -> Option<Vec<u8>> {
+        let spec = commands::lookup(args[0])?;
+        if !spec.arity_ok(args.len()) || !(self.session.authenticated || spec.has(flags::NO_AUTH)) {
+            let mut err = Vec::new();
+            self.shard
+                .db
+                .borrow_mut()
+                .dispatch(&mut self.session.clone(), args, &mut err);
+            return Some(err);
+        }
+        self.subscribed_resp2()
+            .then(|| not_in_subscribed_mode(spec.name, args))
     }
 
     fn subscribed_resp2(&self) -> bool {
@@ -750,6 +759,11 @@ impl<'a> Conn<'a> {
         let spec = commands::lookup(args[0])?;
         if matches!(route, Route::Local(_, false)) && !spec.arity_ok(args.len()) {
             return None;
+        }
+        // Redis checks the subcommand before the subscribed mode.
+        if let Err(e) = commands::check_subcommand(spec, args) {
+            self.out.extend_from_slice(&e);
+            return Some(Step::Go);
         }
         if !pubsub::allowed_when_subscribed(spec.name) {
             self.out

@@ -835,6 +835,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 5,
     },
     Family {
+        name: "pubsub",
+        commands: super::pubsub::PUBSUB,
+        weight: 3,
+    },
+    Family {
         name: "transactions",
         commands: super::transactions::TRANSACTIONS,
         weight: 4,
@@ -862,7 +867,10 @@ pub fn generate(r: &mut Rng) -> Cmd {
         .expect("weights cover the range");
     let mut c = family.commands[r.below(family.commands.len())](r);
     // A plain HELLO answers the connection id, which differs between the servers.
-    if r.chance(3) && !c[0].eq_ignore_ascii_case(b"HELLO") {
+    let counted = super::pubsub::ONE_REPLY_EACH
+        .iter()
+        .any(|n| c[0].eq_ignore_ascii_case(n));
+    if r.chance(3) && !c[0].eq_ignore_ascii_case(b"HELLO") && !counted {
         // (Not SPOP k, SRANDMEMBER k or HRANDFIELD k: without their count they pick at
         // random.)
         let random_without_count = [&b"SPOP"[..], b"SRANDMEMBER", b"HRANDFIELD"]

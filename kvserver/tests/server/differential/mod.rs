@@ -21,6 +21,7 @@
 mod families;
 mod hashes;
 mod lists;
+mod pubsub;
 mod sets;
 mod sort;
 mod transactions;
@@ -202,6 +203,12 @@ fn normalize_exec(queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
 
 /// Sorts what Redis leaves unordered: the array of KEYS, the key list of SCAN.
 fn normalize(cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
+    // 7.4's help replies end in "Print this help." (7.0: "Prints this help.").
+    if cmd.len() == 2 && cmd[1].eq_ignore_ascii_case(b"HELP") {
+        return String::from_utf8_lossy(&reply)
+            .replace("+    Prints this help.\r\n", "+    Print this help.\r\n")
+            .into_bytes();
+    }
     let name = cmd[0].to_ascii_uppercase();
     let sort = |v: &mut Vec<Value>| {
         v.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
