@@ -5,7 +5,7 @@
 //! introspection, subcommand errors, and all of these queued in MULTI. One channel or pattern
 //! per (un)subscribe, so that each command has one reply.
 
-use super::families::{word, Cmd, Gen, Rng};
+use super::families::{word, Gen, Rng};
 
 fn channel(r: &mut Rng) -> Vec<u8> {
     word(r.pick(&["news", "ch", "sport", "n", ""]))
