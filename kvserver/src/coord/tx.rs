@@ -273,11 +273,15 @@ pub async fn run_one_shard(
                 null_array(&mut reply, session.proto);
             } else {
                 array_len(&mut reply, queued.len());
+                // Clients blocked on these keys are served after the transaction, as in Redis.
+                sh.holding_wakes.set(true);
                 for args in &queued {
                     let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
                     let spec = commands::lookup(refs[0]);
                     sh.execute(&mut session, spec, &refs, &mut reply);
                 }
+                sh.holding_wakes.set(false);
+                sh.serve_deferred();
             }
             Some(OneStep { reply, session })
         })

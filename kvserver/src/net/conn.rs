@@ -900,6 +900,14 @@ impl<'a> Conn<'a> {
     /// for, and nothing blocks.
     async fn run_held(&mut self, args: &[&[u8]]) {
         let shard = self.shard;
+        if self.subscribed_resp2() && args[0].eq_ignore_ascii_case(b"ping") && args.len() <= 2 {
+            // PING answers in the message shape once a SUBSCRIBE of this EXEC ran.
+            let mut w = kvcore::resp::ReplyWriter::new(&mut self.out, Proto::Resp2);
+            w.array_len(2);
+            w.bulk(b"pong");
+            w.bulk(args.get(1).copied().unwrap_or_default());
+            return;
+        }
         let out = &mut self.out;
         match classify(shard, self.session, args) {
             Route::Local(spec, _) => shard.execute(self.session, spec, args, out),

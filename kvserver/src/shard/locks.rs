@@ -108,6 +108,13 @@ impl LockTable {
         Some(rx)
     }
 
+    /// Whether a held lock covers `key` in any database (or every key).
+    pub fn holds_name(&self, key: &[u8]) -> bool {
+        !self.held.is_empty()
+            && (self.held.contains_key(&EVERY_KEY)
+                || self.held.keys().any(|(_, k)| k.as_slice() == key))
+    }
+
     /// Whether a command touching `keys` would have to wait.
     pub fn must_wait(&self, keys: &[LockKey], exclusive: bool) -> bool {
         !self.free_for(keys, exclusive, self.waiting.len())

@@ -114,6 +114,10 @@ pub struct Shard {
     /// first. A command that writes the key serves them at once, in that order, each from its
     /// own database.
     waiters: RefCell<HashMap<Vec<u8>, VecDeque<Arc<Waiter>>>>,
+    /// Keys whose blocked clients wait for a lock on them to go (see `waiters`).
+    deferred: RefCell<std::collections::HashSet<Vec<u8>>>,
+    /// Set while a transaction runs in one step here: blocked clients are served after it.
+    pub holding_wakes: Cell<bool>,
     /// Signalled by [`Msg::Stop`].
     pub stop: Notify,
     /// Clients handed over by other shards ([`Msg::Adopt`]), for the network side to serve.
@@ -144,6 +148,8 @@ impl Shard {
             next_id: Cell::new(1),
             bufs: RefCell::new(BufPool::default()),
             waiters: RefCell::new(HashMap::new()),
+            deferred: RefCell::new(std::collections::HashSet::new()),
+            holding_wakes: Cell::new(false),
             stop: Notify::new(),
             arrivals: RefCell::new(VecDeque::new()),
             arrived: Notify::new(),
@@ -236,6 +242,7 @@ impl Shard {
     pub async fn unlock(&self, to: usize, keys: Vec<LockKey>, exclusive: bool) {
         if to == self.id {
             self.locks.borrow_mut().release(&keys, exclusive);
+            self.serve_deferred();
         } else {
             self.send(to, Msg::Unlock { keys, exclusive }).await;
         }
@@ -309,6 +316,7 @@ impl Shard {
         self.execute(session, spec, args, out);
         if let Some((keys, exclusive)) = lock {
             self.locks.borrow_mut().release(&keys, exclusive);
+            self.serve_deferred();
         }
     }
     /// Hands a client over to shard `to`; false (the connection is then gone) only when that
@@ -399,7 +407,10 @@ impl Shard {
                     me.reply(from, id, Box::new(())).await;
                 });
             }
-            Msg::Unlock { keys, exclusive } => self.locks.borrow_mut().release(&keys, exclusive),
+            Msg::Unlock { keys, exclusive } => {
+                self.locks.borrow_mut().release(&keys, exclusive);
+                self.serve_deferred();
+            }
             Msg::Tick => {
                 self.db.borrow_mut().cron(Duration::from_millis(5));
                 self.after_writes();

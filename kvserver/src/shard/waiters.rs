@@ -118,6 +118,15 @@ impl Shard {
     /// sorted set there keeps its place, and so does every client when the key holds
     /// another type (Redis 7.0 keeps them blocked).
     pub fn serve(&self, key: &[u8]) {
+        if !self.waiters.borrow().contains_key(key) {
+            return;
+        }
+        // A command spanning shards (a transaction) holds the key: its waiters are served once
+        // it lets go, so none of them sees it half done.
+        if self.holding_wakes.get() || self.locks.borrow().holds_name(key) {
+            self.deferred.borrow_mut().insert(key.to_vec());
+            return;
+        }
         // A served BLMOVE pushes onto its destination (on this shard): its waiters come next.
         let mut pushed: Vec<Vec<u8>> = Vec::new();
         {
@@ -154,6 +163,17 @@ impl Shard {
         }
         for dest in pushed {
             self.serve(&dest);
+        }
+    }
+
+    /// Serves the waiters of keys whose serving waited for a lock to go (see [`Shard::serve`]).
+    pub fn serve_deferred(&self) {
+        if self.deferred.borrow().is_empty() {
+            return;
+        }
+        let keys: Vec<Vec<u8>> = self.deferred.borrow_mut().drain().collect();
+        for k in keys {
+            self.serve(&k);
         }
     }
 

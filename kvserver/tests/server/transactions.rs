@@ -2,6 +2,7 @@
 //! under concurrency (no lost increment, no torn read), WATCH aborting exactly where Redis
 //! does, and a real client's transactional pipeline.
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -360,5 +361,41 @@ fn redis_crate_atomic_pipeline() {
             .query(&mut con)
             .unwrap();
         assert_eq!((x, y, z), (5, 7, vec![Some(5), Some(7), None]));
+    }
+}
+
+/// A client blocked on a list is served after a transaction that pushes to it, not in the
+/// middle: it never pops an element the transaction then misses (LLEN inside the same EXEC
+/// sees the pushed element), whichever shards the keys live on.
+#[test]
+fn blocked_clients_are_served_after_the_transaction() {
+    for threads in ["1", "3"] {
+        let server = Server::start(&["--threads", threads]);
+        let (q, other) = (k(0, 30), k(2, 30));
+        for round in 0..20 {
+            let mut waiter = server.raw();
+            waiter
+                .write_all(&crate::support::cmd(&format!("BLPOP {q} 5")))
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut c = server.raw();
+            call(&mut c, "MULTI");
+            call(&mut c, &format!("SET {other} x"));
+            call(&mut c, &format!("RPUSH {q} v{round}"));
+            call(&mut c, &format!("LLEN {q}"));
+            call(&mut c, &format!("GET {other}"));
+            let r = call(&mut c, "EXEC");
+            assert_eq!(
+                r, "*4\r\n+OK\r\n:1\r\n:1\r\n$1\r\nx\r\n",
+                "{threads} shards"
+            );
+            let got = crate::support::read_replies(&mut waiter, 1);
+            let want = format!(
+                "*2\r\n${}\r\n{q}\r\n${}\r\nv{round}\r\n",
+                q.len(),
+                format!("v{round}").len()
+            );
+            assert_eq!(String::from_utf8_lossy(&got[0]), want);
+        }
     }
 }
