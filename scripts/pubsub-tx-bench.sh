@@ -4,7 +4,7 @@
 # Prints each server's rate and its CPU time per delivered message / per transaction.
 #
 # usage: scripts/pubsub-tx-bench.sh [ROUNDS]   (after cargo build --release)
-# env: SUBS (100) PUBS (2) MSGS (20000 per publisher) TX_CLIENTS (50) TX_N (4000 per client)
+# env: OURS_CPUS (0) SUBS (100) PUBS (2) MSGS (20000 per publisher) TX_CLIENTS (50) TX_N (4000 per client)
 #      OURS_THREADS (1) TX_KEYS ({t}1,{t}2,{t}3,{t}4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ tmp=$(mktemp -d)
 trap 'kill $(cat $tmp/pids 2>/dev/null) 2>/dev/null || true; rm -rf $tmp' EXIT
 start() { # name port -> pid
   if [ "$1" = ours ]; then
-    taskset -c 0${OURS_THREADS/#1/} target/release/kvserver --port "$2" --threads "$OURS_THREADS" >"$tmp/$1.log" 2>&1 &
+    taskset -c "${OURS_CPUS:-0}" target/release/kvserver --port "$2" --threads "$OURS_THREADS" >"$tmp/$1.log" 2>&1 &
   else
     taskset -c 0 redis-server --port "$2" --save '' --appendonly no >"$tmp/$1.log" 2>&1 &
   fi
@@ -33,7 +33,7 @@ for r in $(seq "$ROUNDS"); do
     port=7421; [ $s = ref ] && port=7422
     pid=$(cat "$tmp/$s.pid")
     taskset -c 1 "$BENCH" fanout -p $port --subscribers "$SUBS" --publishers "$PUBS" -n "$MSGS" -P 16 \
-      --server-pid "$pid" --cpu 1 | awk -v s=$s '/delivered/ {split($2,a,"="); d=a[2]} /server_cpu/ {split($1,b,"="); c=b[2]} END {print "fanout", s, d, c}' >>"$tmp/results"
+      --server-pid "$pid" --cpu 1 | awk -v s=$s '/^published/ {split($2,a,"="); d=a[2]} /server_cpu/ {split($1,b,"="); c=b[2]} END {print "fanout", s, d, c}' >>"$tmp/results"
     taskset -c 1 "$BENCH" tx -p $port -c "$TX_CLIENTS" -n "$TX_N" --keys "$TX_KEYS" \
       --server-pid "$pid" --cpu 1 | awk -v s=$s '/tx\/s/ {split($1,a,"="); d=a[2]} /server_cpu/ {split($1,b,"="); c=b[2]} END {print "tx", s, d, c}' >>"$tmp/results"
   done

@@ -535,6 +535,21 @@ impl<'a> Conn<'a> {
                     .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
                 Some(Step::Go)
             }
+            // PUBLISH from a client that subscribes to nothing: no reply of its own can
+            // interleave, so it needs no await (the common publisher).
+            Route::Conn(spec) if matches!(spec.name, "publish" | "spublish") => {
+                let n = pubsub::publish_command(self.shard, spec.name == "spublish", args);
+                let out = if self.pend.active {
+                    let a = self.pend.local.len();
+                    kvcore::resp::ReplyWriter::new(&mut self.pend.local, self.session.proto).int(n);
+                    self.pend.segs.push(Seg::Local(a, self.pend.local.len()));
+                    return Some(Step::Go);
+                } else {
+                    &mut self.out
+                };
+                kvcore::resp::ReplyWriter::new(out, self.session.proto).int(n);
+                Some(Step::Go)
+            }
             _ => None,
         }
     }

@@ -472,6 +472,16 @@ pub async fn leave(shard: &Shard, subs: &mut Option<Box<Subscriptions>>, entry: 
     *subs = None;
 }
 
+/// PUBLISH (or SPUBLISH when `sharded`) `args[1]` `args[2]`: how many receive it.
+pub fn publish_command(shard: &Shard, sharded: bool, args: &[&[u8]]) -> i64 {
+    publish(
+        shard,
+        if sharded { SHARDED } else { GLOBAL },
+        args[1],
+        args[2],
+    )
+}
+
 /// Publishes `msg` on `channel`: delivers it to this shard's subscribers and sends it to the
 /// shards that have others; returns how many clients receive it (pattern matches included).
 pub fn publish(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) -> i64 {
