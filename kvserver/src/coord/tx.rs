@@ -24,21 +24,63 @@ use std::sync::Arc;
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
 use kvcore::resp::Proto;
 use kvcore::Session;
+use smallvec::SmallVec;
 
 use super::route;
 use crate::shard::locks::{LockKey, EVERY_KEY};
 use crate::shard::Shard;
 
-/// A queued command: its arguments, owned.
-pub type Queued = Vec<Vec<u8>>;
+/// Commands queued by MULTI, flattened into one buffer: no allocation per command.
+#[derive(Default, Clone)]
+pub struct Queue {
+    data: Vec<u8>,
+    /// End offset in `data` of each argument.
+    arg_ends: Vec<u32>,
+    /// End index in `arg_ends` of each command.
+    cmd_ends: Vec<u32>,
+}
+
+impl Queue {
+    /// Appends a command.
+    pub fn push(&mut self, args: &[&[u8]]) {
+        for a in args {
+            self.data.extend_from_slice(a);
+            self.arg_ends.push(self.data.len() as u32);
+        }
+        self.cmd_ends.push(self.arg_ends.len() as u32);
+    }
+
+    /// Number of commands.
+    pub fn len(&self) -> usize {
+        self.cmd_ends.len()
+    }
+
+    /// The commands, in order, as argument slices.
+    pub fn iter(&self) -> impl Iterator<Item = SmallVec<[&[u8]; 8]>> {
+        let mut arg = 0usize;
+        let mut start = 0usize;
+        self.cmd_ends.iter().map(move |&end| {
+            let mut args = SmallVec::new();
+            while arg < end as usize {
+                let e = self.arg_ends[arg] as usize;
+                args.push(&self.data[start..e]);
+                start = e;
+                arg += 1;
+            }
+            args
+        })
+    }
+}
 
 /// The state of a connection between MULTI and EXEC.
 #[derive(Default)]
 pub struct Multi {
     /// Commands queued so far.
-    pub queued: Vec<Queued>,
+    pub queue: Queue,
     /// A command failed to queue (unknown, wrong arity ...): EXEC answers EXECABORT.
     pub aborted: bool,
+    /// A queued command changes the session (SELECT, HELLO, CLIENT ...).
+    pub session_changes: bool,
 }
 
 /// The keys a connection watches, and the flag their stores set when one is touched.
@@ -126,12 +168,11 @@ pub struct Plan {
 }
 
 /// Commands whose keys a plan cannot list: the transaction locks every key.
-fn locks_everything(spec: &CommandSpec, args: &[Vec<u8>], n: usize) -> bool {
-    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     spec.has(flags::ALL_KEYS)
         || matches!(spec.name, "swapdb" | "move" | "flushall" | "flushdb")
-        || (spec.name == "copy" && refs.iter().any(|a| a.eq_ignore_ascii_case(b"DB")))
-        || (matches!(spec.name, "sort" | "sort_ro") && n > 1 && sort_api::has_patterns(&refs))
+        || (spec.name == "copy" && args.iter().any(|a| a.eq_ignore_ascii_case(b"DB")))
+        || (matches!(spec.name, "sort" | "sort_ro") && n > 1 && sort_api::has_patterns(args))
 }
 
 /// Commands a shard's store alone cannot answer for a transaction's client: the fast path
@@ -156,13 +197,13 @@ fn needs_server(spec: &CommandSpec) -> bool {
 
 /// Plans a transaction of client session `session` (its database at MULTI time) over `n`
 /// shards, the watched keys included.
-pub fn plan(session: &Session, n: usize, queued: &[Queued], watched: &Watches) -> Plan {
+pub fn plan(session: &Session, n: usize, queued: &Queue, watched: &Watches) -> Plan {
     let mut db = session.db;
     let mut every = false;
     let mut server_side = false;
     let mut locks: BTreeMap<usize, Vec<LockKey>> = BTreeMap::new();
-    for args in queued {
-        let Some(spec) = commands::lookup(&args[0]) else {
+    for args in queued.iter() {
+        let Some(spec) = commands::lookup(args[0]) else {
             continue;
         };
         if spec.name == "select" {
@@ -174,14 +215,13 @@ pub fn plan(session: &Session, n: usize, queued: &[Queued], watched: &Watches) -
             continue;
         }
         server_side |= needs_server(spec);
-        if locks_everything(spec, args, n) {
+        if locks_everything(spec, &args, n) {
             every = true;
             continue;
         }
-        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        for i in spec.key_positions(&refs) {
-            let s = route::shard_of(&args[i], n);
-            locks.entry(s).or_default().push((db, args[i].clone()));
+        for i in spec.key_positions(&args) {
+            let s = route::shard_of(args[i], n);
+            locks.entry(s).or_default().push((db, args[i].to_vec()));
         }
     }
     for (s, d, k) in &watched.keys {
@@ -224,42 +264,71 @@ pub struct OneStep {
     pub session: Session,
 }
 
-/// Runs a transaction on shard `s` in one step (see [`Plan::one_shard`]); `None` when another
-/// command spanning shards holds one of its keys there (take the locked path then).
+/// Whether every key of `queue` is free on this shard (no command spanning shards holds one).
+fn keys_free(sh: &Shard, session: &Session, queue: &Queue, watched: &[LockKey]) -> bool {
+    if sh.locks.borrow().is_idle() {
+        return true;
+    }
+    let mut db = session.db;
+    for args in queue.iter() {
+        if sh.lock_needed(db, &args).is_some() {
+            return false;
+        }
+        if args[0].eq_ignore_ascii_case(b"select") {
+            if let Some(d) = args.get(1).and_then(|a| kvcore::num::parse_i64(a)) {
+                db = d.clamp(0, 15) as usize;
+            }
+        }
+    }
+    watched.is_empty() || !sh.locks.borrow().must_wait(watched, false)
+}
+
+/// Runs the queued commands on this shard's store, in one step; clients blocked on their keys
+/// are served after the last one, as in Redis.
+fn run_all(sh: &Shard, session: &mut Session, queue: &Queue, out: &mut Vec<u8>) {
+    array_len(out, queue.len());
+    sh.holding_wakes.set(true);
+    for args in queue.iter() {
+        let spec = commands::lookup(args[0]);
+        sh.execute(session, spec, &args, out);
+    }
+    sh.holding_wakes.set(false);
+    sh.serve_deferred();
+}
+
+/// A transaction with no watched keys whose keys all live on this shard, run at once (no
+/// `await`); false when a command spanning shards holds one of its keys (take the locked path).
+pub fn run_here(sh: &Shard, session: &mut Session, queue: &Queue, out: &mut Vec<u8>) -> bool {
+    if !keys_free(sh, session, queue, &[]) {
+        return false;
+    }
+    sh.db.borrow_mut().refresh_clock();
+    run_all(sh, session, queue, out);
+    true
+}
+
+/// Runs a transaction on shard `s` in one step (see [`Plan::one_shard`]); gives the queue
+/// back when another command spanning shards holds one of its keys there (take the locked
+/// path then).
 pub async fn run_one_shard(
     shard: &Shard,
     s: usize,
     session: &Session,
-    queued: Vec<Queued>,
+    queue: Queue,
     watched: &Watches,
-) -> Option<OneStep> {
+) -> Result<OneStep, Queue> {
     let mut session = session.clone();
     let id = session.id;
     let dirty = watched.dirty.clone();
-    let keys: Vec<(usize, Vec<u8>)> = watched
+    let keys: Vec<LockKey> = watched
         .keys
         .iter()
         .map(|(_, d, k)| (*d, k.clone()))
         .collect();
     shard
         .call(s, move |sh: &Shard| {
-            if !sh.locks.borrow().is_idle() {
-                let mut db = session.db;
-                for args in &queued {
-                    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                    if sh.lock_needed(db, &refs).is_some() {
-                        return None;
-                    }
-                    if refs[0].eq_ignore_ascii_case(b"select") {
-                        if let Some(d) = refs.get(1).and_then(|a| kvcore::num::parse_i64(a)) {
-                            db = d.clamp(0, 15) as usize;
-                        }
-                    }
-                }
-                let watched_keys: Vec<LockKey> = keys.clone();
-                if !watched_keys.is_empty() && sh.locks.borrow().must_wait(&watched_keys, false) {
-                    return None;
-                }
+            if !keys_free(sh, &session, &queue, &keys) {
+                return Err(queue);
             }
             sh.db.borrow_mut().refresh_clock();
             let mut reply = Vec::new();
@@ -268,22 +337,12 @@ pub async fn run_one_shard(
             let expired = keys
                 .iter()
                 .any(|(d, k)| sh.db.borrow_mut().watched_key_expired(*d, k, id));
-            let broken = expired || dirty.load(Ordering::Acquire);
-            if broken {
+            if expired || dirty.load(Ordering::Acquire) {
                 null_array(&mut reply, session.proto);
             } else {
-                array_len(&mut reply, queued.len());
-                // Clients blocked on these keys are served after the transaction, as in Redis.
-                sh.holding_wakes.set(true);
-                for args in &queued {
-                    let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                    let spec = commands::lookup(refs[0]);
-                    sh.execute(&mut session, spec, &refs, &mut reply);
-                }
-                sh.holding_wakes.set(false);
-                sh.serve_deferred();
+                run_all(sh, &mut session, &queue, &mut reply);
             }
-            Some(OneStep { reply, session })
+            Ok(OneStep { reply, session })
         })
         .await
 }

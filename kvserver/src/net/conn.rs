@@ -496,8 +496,15 @@ impl<'a> Conn<'a> {
     /// one for another shard. `None`: take [`Conn::command`].
     #[inline]
     fn try_now(&mut self, args: &[&[u8]]) -> Option<Step> {
-        if self.multi.is_some() || self.subs.is_some() {
+        if self.subs.is_some() {
             return None;
+        }
+        if self.multi.is_some() {
+            if args[0].eq_ignore_ascii_case(b"exec") {
+                return self.try_exec_now(args);
+            }
+            // Queued (or refused) at once; EXEC's companions take the async path.
+            return self.in_multi(args);
         }
         match classify(self.shard, self.session, args) {
             Route::Local(spec, keyed) => {
@@ -535,6 +542,15 @@ impl<'a> Conn<'a> {
                     .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
                 Some(Step::Go)
             }
+            // (Only with no reply of an earlier command on its way: in MULTI, replies go
+            // straight to the output.)
+            Route::Conn(spec) if spec.name == "multi" && !self.pend.active => {
+                self.multi = Some(Box::default());
+                self.entry.multi.store(0, Ordering::Relaxed);
+                self.hops = 0;
+                self.out.extend_from_slice(b"+OK\r\n");
+                Some(Step::Go)
+            }
             // PUBLISH from a client that subscribes to nothing: no reply of its own can
             // interleave, so it needs no await (the common publisher).
             Route::Conn(spec) if matches!(spec.name, "publish" | "spublish") => {
@@ -552,6 +568,36 @@ impl<'a> Conn<'a> {
             }
             _ => None,
         }
+    }
+
+    /// EXEC without an `await`: no watched key, no queue-time error, and every key on this
+    /// shard (or none) and free. `None`: take [`Conn::exec`].
+    fn try_exec_now(&mut self, args: &[&[u8]]) -> Option<Step> {
+        let multi = self.multi.as_deref()?;
+        if self.watches.is_some() || multi.aborted || self.exec_rejected(args).is_some() {
+            return None;
+        }
+        let plan = tx::plan(
+            self.session,
+            self.shard.n,
+            &multi.queue,
+            &Watches::default(),
+        );
+        if !matches!(plan.one_shard, Some(s) if s.is_none_or(|s| s == self.shard.id)) {
+            return None;
+        }
+        if self.pend.active {
+            return None;
+        }
+        if !tx::run_here(self.shard, self.session, &multi.queue, &mut self.out) {
+            return None;
+        }
+        let changes = multi.session_changes;
+        self.end_multi();
+        if changes {
+            self.mirror_session();
+        }
+        Some(Step::Go)
     }
 
     /// Runs one command (or queues it, inside MULTI).
@@ -740,10 +786,12 @@ impl<'a> Conn<'a> {
                 return Some(Step::Go);
             }
         }
-        multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+        multi.queue.push(args);
+        multi.session_changes |=
+            spec.is_some_and(|s| matches!(s.name, "select" | "hello" | "client" | "auth" | "move"));
         self.entry
             .multi
-            .store(multi.queued.len() as i64, Ordering::Relaxed);
+            .store(multi.queue.len() as i64, Ordering::Relaxed);
         self.out.extend_from_slice(b"+QUEUED\r\n");
         Some(Step::Go)
     }
@@ -880,35 +928,39 @@ impl<'a> Conn<'a> {
         let shard = self.shard;
         let no_watch = Watches::default();
         let watched = self.watches.as_deref().unwrap_or(&no_watch);
-        let plan = tx::plan(self.session, shard.n, &multi.queued, watched);
-        let queued = multi.queued;
+        let plan = tx::plan(self.session, shard.n, &multi.queue, watched);
+        let mut queue = multi.queue;
         if let Some(s) = plan.one_shard {
             let s = s.unwrap_or(shard.id);
-            if let Some(step) =
-                tx::run_one_shard(shard, s, self.session, queued.clone(), watched).await
-            {
-                self.out.extend_from_slice(&step.reply);
-                *self.session = step.session;
-                self.unwatch().await;
-                self.mirror_session();
-                return;
+            match tx::run_one_shard(shard, s, self.session, queue, watched).await {
+                Ok(step) => {
+                    self.out.extend_from_slice(&step.reply);
+                    *self.session = step.session;
+                    self.unwatch().await;
+                    if multi.session_changes {
+                        self.mirror_session();
+                    }
+                    return;
+                }
+                // A command spanning shards holds one of its keys there: lock them instead.
+                Err(back) => queue = back,
             }
-            // A command spanning shards holds one of its keys there: lock them instead.
         }
         let locks = plan.locks;
         tx::lock(shard, &locks).await;
         if tx::watches_broken(shard, self.session.id, watched).await {
             tx::null_array(&mut self.out, self.session.proto);
         } else {
-            tx::array_len(&mut self.out, queued.len());
-            for args in &queued {
-                let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-                Box::pin(self.run_held(&refs)).await;
+            tx::array_len(&mut self.out, queue.len());
+            for args in queue.iter() {
+                Box::pin(self.run_held(&args)).await;
             }
         }
         tx::unlock(shard, locks).await;
         self.unwatch().await;
-        self.mirror_session();
+        if multi.session_changes {
+            self.mirror_session();
+        }
     }
 
     /// Runs one command of a transaction whose locks are held: no lock is taken or waited

@@ -25,7 +25,6 @@ use std::time::Instant;
 use futures_util::future::join_all;
 use kvcore::resp::{Proto, ReplyWriter};
 use kvcore::Session;
-use tokio::sync::Notify;
 
 use crate::global::ClientEntry;
 use crate::options::OutputLimit;
@@ -63,7 +62,7 @@ pub struct Mailbox {
     resp3: Cell<bool>,
     buf: RefCell<Vec<u8>>,
     /// Signalled when something is delivered, or when the client is cut off.
-    pub wake: Notify,
+    pub wake: LocalNotify,
     cut: Cell<bool>,
     soft_since: Cell<Option<Instant>>,
     limit: OutputLimit,
@@ -92,35 +91,13 @@ impl Mailbox {
     }
 
     /// Appends a message; true when this cut the client off.
-    fn deliver(&self, pattern: Option<&[u8]>, kind: usize, channel: &[u8], msg: &[u8]) -> bool {
+    fn deliver(&self, message: &mut Encoded<'_>) -> bool {
         if self.cut.get() {
             return false;
         }
-        let proto = if self.resp3.get() {
-            Proto::Resp3
-        } else {
-            Proto::Resp2
-        };
         let len = {
             let mut buf = self.buf.borrow_mut();
-            let mut w = ReplyWriter::new(&mut buf, proto);
-            match pattern {
-                Some(p) => {
-                    w.push_len(4);
-                    w.bulk(b"pmessage");
-                    w.bulk(p);
-                }
-                None => {
-                    w.push_len(3);
-                    w.bulk(if kind == SHARDED {
-                        b"smessage"
-                    } else {
-                        b"message"
-                    });
-                }
-            }
-            w.bulk(channel);
-            w.bulk(msg);
+            buf.extend_from_slice(message.get(self.resp3.get()));
             buf.len() as u64
         };
         let l = self.limit;
@@ -146,8 +123,87 @@ impl Mailbox {
             self.cut.set(true);
             *self.buf.borrow_mut() = Vec::new();
         }
-        self.wake.notify_one();
+        self.wake.notify();
         cut
+    }
+}
+
+/// A wake-up for one task of this thread: a flag and the waker of the task that waits (no
+/// lock, no atomic: mailbox and connection live on the same shard thread). A notification
+/// before the wait is kept until the wait.
+#[derive(Default)]
+pub struct LocalNotify {
+    set: Cell<bool>,
+    waker: Cell<Option<std::task::Waker>>,
+}
+
+impl LocalNotify {
+    /// Sets the flag and wakes the waiting task, if any.
+    pub fn notify(&self) {
+        self.set.set(true);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Resolves once notified (at once if it was since the last wait).
+    pub fn notified(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            if self.set.replace(false) {
+                std::task::Poll::Ready(())
+            } else {
+                self.waker.set(Some(cx.waker().clone()));
+                std::task::Poll::Pending
+            }
+        })
+    }
+}
+
+/// A message as subscribers get it, encoded once per protocol on first use, then copied into
+/// each mailbox.
+struct Encoded<'a> {
+    pattern: Option<&'a [u8]>,
+    kind: usize,
+    channel: &'a [u8],
+    msg: &'a [u8],
+    bytes: [Vec<u8>; 2],
+}
+
+impl<'a> Encoded<'a> {
+    fn new(pattern: Option<&'a [u8]>, kind: usize, channel: &'a [u8], msg: &'a [u8]) -> Self {
+        Encoded {
+            pattern,
+            kind,
+            channel,
+            msg,
+            bytes: [Vec::new(), Vec::new()],
+        }
+    }
+
+    fn get(&mut self, resp3: bool) -> &[u8] {
+        let i = usize::from(resp3);
+        if self.bytes[i].is_empty() {
+            let proto = if resp3 { Proto::Resp3 } else { Proto::Resp2 };
+            let mut w = ReplyWriter::new(&mut self.bytes[i], proto);
+            match self.pattern {
+                Some(p) => {
+                    w.push_len(4);
+                    w.bulk(b"pmessage");
+                    w.bulk(p);
+                }
+                None => {
+                    w.push_len(3);
+                    w.bulk(if self.kind == SHARDED {
+                        b"smessage"
+                    } else {
+                        b"message"
+                    });
+                }
+            }
+            w.bulk(self.channel);
+            w.bulk(self.msg);
+        }
+        &self.bytes[i]
     }
 }
 
@@ -166,7 +222,7 @@ impl Subscriptions {
                 id,
                 resp3: Cell::new(proto == Proto::Resp3),
                 buf: RefCell::new(Vec::new()),
-                wake: Notify::new(),
+                wake: LocalNotify::default(),
                 cut: Cell::new(false),
                 soft_since: Cell::new(None),
                 limit,
@@ -562,8 +618,9 @@ fn deliver_here(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) {
     LOCAL.with(|l| {
         let l = l.borrow();
         if let Some(list) = l.subs[kind].get(channel) {
+            let mut message = Encoded::new(None, kind, channel, msg);
             for m in list {
-                if m.deliver(None, kind, channel, msg) {
+                if m.deliver(&mut message) {
                     cut.push(m.id);
                 }
             }
@@ -571,8 +628,9 @@ fn deliver_here(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) {
         if kind == GLOBAL {
             for (p, list) in &l.psubs {
                 if kvcore::glob::matches(p, channel, false) {
+                    let mut message = Encoded::new(Some(p), kind, channel, msg);
                     for m in list {
-                        if m.deliver(Some(p), kind, channel, msg) {
+                        if m.deliver(&mut message) {
                             cut.push(m.id);
                         }
                     }
