@@ -57,7 +57,8 @@ pub struct TxArgs {
     /// Transactions per connection.
     #[arg(short = 'n', long, default_value_t = 20_000)]
     transactions: usize,
-    /// The keys each transaction SETs (one SET each), e.g. `{a}1,{a}2,{a}3,{a}4`.
+    /// The keys each transaction SETs (one SET each), e.g. `{a}1,{a}2,{a}3,{a}4`; `%c` stands
+    /// for the connection's number (keys of its own, so transactions do not contend).
     #[arg(long, default_value = "{t}1,{t}2,{t}3,{t}4")]
     keys: String,
     /// The server's pid, for its CPU time per transaction.
@@ -213,19 +214,23 @@ pub fn fanout(a: FanoutArgs) -> Result<i32, String> {
 /// `kvbench tx`: MULTI, one SET per key, EXEC, pipelined.
 pub fn tx(a: TxArgs) -> Result<i32, String> {
     let keys: Vec<String> = a.keys.split(',').map(str::to_string).collect();
-    let mut one = encode(&[b"MULTI"]);
-    for k in &keys {
-        one.extend_from_slice(&encode(&[b"SET", k.as_bytes(), b"value"]));
-    }
-    one.extend_from_slice(&encode(&[b"EXEC"]));
+    let tx_of = |client: usize| {
+        let mut one = encode(&[b"MULTI"]);
+        for k in &keys {
+            let k = k.replace("%c", &client.to_string());
+            one.extend_from_slice(&encode(&[b"SET", k.as_bytes(), b"value"]));
+        }
+        one.extend_from_slice(&encode(&[b"EXEC"]));
+        one
+    };
     // Lines of the replies: +OK, +QUEUED per key, then `*n` and one +OK per key.
     let lines = 1 + keys.len() + 1 + keys.len();
     let cpu0 = cpu_of(a.server_pid);
     let start = Instant::now();
     let mut threads = Vec::new();
-    for _ in 0..a.clients {
+    for client in 0..a.clients {
         let mut s = connect(a.port)?;
-        let (n, p, one, cpu) = (a.transactions, a.pipeline.max(1), one.clone(), a.cpu);
+        let (n, p, one, cpu) = (a.transactions, a.pipeline.max(1), tx_of(client), a.cpu);
         threads.push(std::thread::spawn(move || -> Result<(), String> {
             if let Some(cpu) = cpu {
                 sys::pin_thread(cpu);

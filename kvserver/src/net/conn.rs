@@ -24,6 +24,7 @@ use kvcore::commands::{self, flags, sort_api, CommandSpec};
 use kvcore::resp::parse::{Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
 use kvcore::Session;
+use smallvec::SmallVec;
 use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
@@ -952,14 +953,85 @@ impl<'a> Conn<'a> {
             tx::null_array(&mut self.out, self.session.proto);
         } else {
             tx::array_len(&mut self.out, queue.len());
+            // Runs of commands that each live on one shard go out as one batch per shard, in
+            // parallel (under the locks they touch disjoint keys); the others run one by one.
+            let mut run: Vec<(usize, SmallVec<[&[u8]; 8]>)> = Vec::new();
             for args in queue.iter() {
-                Box::pin(self.run_held(&args)).await;
+                let simple = if self.changes_session(&args) {
+                    None
+                } else {
+                    match classify(shard, self.session, &args) {
+                        Route::Local(..) => Some(shard.id),
+                        Route::Remote(s) => Some(s),
+                        _ => None,
+                    }
+                };
+                match simple {
+                    Some(s) => run.push((s, args)),
+                    None => {
+                        self.run_batches(std::mem::take(&mut run)).await;
+                        Box::pin(self.run_held(&args)).await;
+                    }
+                }
             }
+            self.run_batches(run).await;
         }
         tx::unlock(shard, locks).await;
         self.unwatch().await;
         if multi.session_changes {
             self.mirror_session();
+        }
+    }
+
+    /// Whether a command changes the connection's session (so the commands after it must see
+    /// that).
+    fn changes_session(&self, args: &[&[u8]]) -> bool {
+        let is = |n: &[u8]| args[0].eq_ignore_ascii_case(n);
+        is(b"select") || is(b"hello") || is(b"client") || is(b"auth") || is(b"reset")
+    }
+
+    /// Runs single-shard commands of a transaction whose locks are held: one job per shard,
+    /// all shards at once, replies stitched back in order.
+    async fn run_batches(&mut self, run: Vec<(usize, SmallVec<[&[u8]; 8]>)>) {
+        if run.is_empty() {
+            return;
+        }
+        let shard = self.shard;
+        let mut by_shard: std::collections::BTreeMap<usize, Vec<Vec<Vec<u8>>>> = Default::default();
+        for (s, args) in &run {
+            by_shard
+                .entry(*s)
+                .or_default()
+                .push(args.iter().map(|a| a.to_vec()).collect());
+        }
+        let session = self.session.clone();
+        let replies = futures_util::future::join_all(by_shard.into_iter().map(|(s, cmds)| {
+            let mut sess = session.clone();
+            async move {
+                let r = shard
+                    .call(s, move |sh: &Shard| {
+                        sh.db.borrow_mut().refresh_clock();
+                        cmds.iter()
+                            .map(|args| {
+                                let refs: SmallVec<[&[u8]; 8]> =
+                                    args.iter().map(Vec::as_slice).collect();
+                                let mut out = Vec::new();
+                                sh.execute(&mut sess, commands::lookup(refs[0]), &refs, &mut out);
+                                out
+                            })
+                            .collect::<Vec<Vec<u8>>>()
+                    })
+                    .await;
+                (s, r.into_iter())
+            }
+        }))
+        .await;
+        let mut replies: std::collections::BTreeMap<usize, std::vec::IntoIter<Vec<u8>>> =
+            replies.into_iter().collect();
+        for (s, _) in &run {
+            if let Some(r) = replies.get_mut(s).and_then(Iterator::next) {
+                self.out.extend_from_slice(&r);
+            }
         }
     }
 
