@@ -1,17 +1,23 @@
 //! kvserver: a thin thread-per-core Redis-compatible server over kvcore.
 //!
 //! # Layout
-//! - `options`: command line and config file.
-//! - `server` (this file's `run`): one single-threaded executor per shard (a tokio
-//!   current-thread runtime: epoll readiness, like Redis's own event loop), pinned to the CPUs
-//!   the process may use, all accepting on the same port (SO_REUSEPORT); start-up errors become
-//!   one clear line and exit code 1.
-//! - `shard`: a shard's store and its messages to the other shards; `locks`: key intent locks.
-//! - `conn`: one client: read, parse, route, execute, one write per batch.
-//! - `blocking`: clients waiting in BZPOPMIN, BZPOPMAX and BZMPOP.
-//! - `route`: key → hash slot → shard. `multi`: commands spanning shards. `special`: commands
-//!   over all shards or the server (KEYS, SCAN, INFO, CLIENT, SHUTDOWN ...).
-//! - `global`: client registry and counters; `alloc`: the counting allocator; `log`.
+//! Dependencies point one way: `net` → `pubsub`, `admin`, `coord` → `shard` → kvcore.
+//! - `main` (this file): start-up, one single-threaded executor per shard (a tokio
+//!   current-thread runtime: epoll readiness, like Redis's own event loop) pinned to the CPUs
+//!   the process may use, all accepting on the same port (SO_REUSEPORT); the cron ticker;
+//!   the lazyfree thread. Start-up errors become one clear line and exit code 1.
+//! - `options`, `log`, `alloc` (the counting allocator), `global` (client registry, counters).
+//! - `net`: the listener (protected mode, `maxclients`, clients handed over by other shards)
+//!   and `net::conn`, one client: read, parse in place, route, run or queue, one write per
+//!   batch; MULTI queues, subscribed mode and the mailbox of a subscriber.
+//! - `pubsub`: subscribers of each shard, every shard's view of where subscriptions are,
+//!   PUBLISH, PUBSUB, keyspace notifications.
+//! - `admin`: commands over all shards or the server (INFO, KEYS, SCAN, CLIENT, CONFIG ...).
+//! - `coord`: `route` (key → slot → shard), `multi` (commands whose keys span shards, under
+//!   key intent locks), `blocking` (clients waiting for keys of any shard), `tx` (EXEC's plan,
+//!   locks and WATCH).
+//! - `shard`: a shard's store, its inbox of messages from the other shards, its key intent
+//!   lock table, the clients blocked on its keys, its connection buffers.
 //!
 //! # Why epoll (tokio) and not io_uring (glommio)
 //! The first version ran on glommio. Measured with `side-by-side.sh` (server on CPU 0,

@@ -178,19 +178,11 @@ fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
 /// Commands a shard's store alone cannot answer for a transaction's client: the fast path
 /// leaves them to the connection.
 fn needs_server(spec: &CommandSpec) -> bool {
+    // CONN: transactions and pub/sub, which the connection serves.
     matches!(
         spec.name,
-        "info"
-            | "client"
-            | "config"
-            | "shutdown"
-            | "swapdb"
-            | "watch"
-            | "unwatch"
-            | "multi"
-            | "exec"
-            | "discard"
-    ) || crate::pubsub::is_pubsub(spec.name)
+        "info" | "client" | "config" | "shutdown" | "swapdb"
+    ) || spec.has(flags::CONN)
         || spec.has(flags::ALL_KEYS)
         || spec.has(flags::BLOCKING)
 }

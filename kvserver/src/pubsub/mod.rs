@@ -260,22 +260,6 @@ impl Subscriptions {
     }
 }
 
-/// Whether `name` is one of the commands this module serves.
-pub fn is_pubsub(name: &str) -> bool {
-    matches!(
-        name,
-        "subscribe"
-            | "unsubscribe"
-            | "psubscribe"
-            | "punsubscribe"
-            | "ssubscribe"
-            | "sunsubscribe"
-            | "publish"
-            | "spublish"
-            | "pubsub"
-    )
-}
-
 /// Whether a RESP2 client in subscribed mode may run `name` (Redis's list).
 pub fn allowed_when_subscribed(name: &str) -> bool {
     matches!(
