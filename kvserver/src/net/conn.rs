@@ -1118,6 +1118,10 @@ impl<'a> Conn<'a> {
     /// Drops what ties the client to the server: its transaction, watches, subscriptions.
     async fn leave(&mut self) {
         self.end_multi();
+        if self.shard.global.shutdown.load(Ordering::Relaxed) {
+            // The shards are stopping: nothing to tell them, and some may be gone already.
+            return;
+        }
         self.unwatch().await;
         pubsub::leave(self.shard, &mut self.subs, self.entry).await;
     }
