@@ -14,7 +14,7 @@ TX_CLIENTS=${TX_CLIENTS:-50} TX_N=${TX_N:-4000} TX_KEYS=${TX_KEYS:-'{t}1,{t}2,{t
 OURS_THREADS=${OURS_THREADS:-1}
 BENCH=target/release/kvbench
 tmp=$(mktemp -d)
-trap 'kill $(cat $tmp/pids 2>/dev/null) 2>/dev/null || true; rm -rf $tmp' EXIT
+trap 'kill $(cat $tmp/pids 2>/dev/null) 2>/dev/null || true; wait; rm -rf $tmp' EXIT
 start() { # name port -> pid
   if [ "$1" = ours ]; then
     taskset -c "${OURS_CPUS:-0}" target/release/kvserver --port "$2" --threads "$OURS_THREADS" >"$tmp/$1.log" 2>&1 &
