@@ -535,12 +535,7 @@ impl<'a> Conn<'a> {
                 })
             }
             Route::Remote(s) => {
-                (self.hop_to, self.hops) = (s, if s == self.hop_to { self.hops + 1 } else { 1 });
-                self.pend.active = true;
-                self.pend.batches[s].push(args, self.session.db, self.session.proto);
-                self.pend
-                    .segs
-                    .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
+                self.queue_remote(s, args);
                 Some(Step::Go)
             }
             // (Only with no reply of an earlier command on its way: in MULTI, replies go
@@ -569,6 +564,16 @@ impl<'a> Conn<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Adds a command for shard `s` to its batch (sent when the read batch is done).
+    fn queue_remote(&mut self, s: usize, args: &[&[u8]]) {
+        (self.hop_to, self.hops) = (s, if s == self.hop_to { self.hops + 1 } else { 1 });
+        self.pend.active = true;
+        self.pend.batches[s].push(args, self.session.db, self.session.proto);
+        self.pend
+            .segs
+            .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
     }
 
     /// EXEC without an `await`: no watched key, no queue-time error, and every key on this
@@ -680,14 +685,7 @@ impl<'a> Conn<'a> {
                     return Ok(Step::Close);
                 }
             }
-            Route::Remote(s) => {
-                (self.hop_to, self.hops) = (s, if s == self.hop_to { self.hops + 1 } else { 1 });
-                self.pend.active = true;
-                self.pend.batches[s].push(args, self.session.db, self.session.proto);
-                self.pend
-                    .segs
-                    .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
-            }
+            Route::Remote(s) => self.queue_remote(s, args),
             Route::Multi(_) => {
                 self.hops = 0;
                 self.resolve().await;
@@ -957,7 +955,8 @@ impl<'a> Conn<'a> {
             // parallel (under the locks they touch disjoint keys); the others run one by one.
             let mut run: Vec<(usize, SmallVec<[&[u8]; 8]>)> = Vec::new();
             for args in queue.iter() {
-                let simple = if self.changes_session(&args) {
+                // (A subscriber's PING answers in another shape: one by one then.)
+                let simple = if self.changes_session(&args) || self.subs.is_some() {
                     None
                 } else {
                     match classify(shard, self.session, &args) {

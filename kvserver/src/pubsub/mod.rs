@@ -242,6 +242,15 @@ impl Subscriptions {
         self.mailbox.resp3.set(proto == Proto::Resp3);
     }
 
+    /// What a (un)subscribe confirmation of `target` counts: channels and patterns, or shard
+    /// channels.
+    fn count_for(&self, target: Target) -> usize {
+        match target {
+            Target::Channel(SHARDED) => self.channels[SHARDED].len(),
+            _ => self.count(),
+        }
+    }
+
     /// Every subscription of every kind: the client is in subscribed mode while this is not 0.
     pub fn total(&self) -> usize {
         self.count() + self.channels[SHARDED].len()
@@ -274,6 +283,17 @@ pub fn allowed_when_subscribed(name: &str) -> bool {
             | "quit"
             | "reset"
     )
+}
+
+/// One (un)subscribe confirmation: `[name, channel or null, count]`, a push in RESP3.
+fn confirm(w: &mut ReplyWriter<'_>, name: &[u8], channel: Option<&[u8]>, count: usize) {
+    w.push_len(3);
+    w.bulk(name);
+    match channel {
+        Some(c) => w.bulk(c),
+        None => w.null(),
+    }
+    w.int(count as i64);
 }
 
 /// What a subscription change does to every shard's view.
@@ -374,14 +394,7 @@ pub async fn command(
                         map.entry(ch.into()).or_default().push(s.mailbox.clone());
                     });
                 }
-                let count = match target {
-                    Target::Channel(SHARDED) => s.channels[SHARDED].len(),
-                    _ => s.count(),
-                };
-                w.push_len(3);
-                w.bulk(reply_name);
-                w.bulk(ch);
-                w.int(count as i64);
+                confirm(&mut w, reply_name, Some(ch), s.count_for(target));
             }
             s.show(entry);
             update_views(shard, target, added, 1).await;
@@ -422,16 +435,10 @@ fn unsubscribe(
     let Some(s) = subs.as_mut() else {
         if let Some(w) = w {
             for ch in &named {
-                w.push_len(3);
-                w.bulk(reply_name);
-                w.bulk(ch);
-                w.int(0);
+                confirm(w, reply_name, Some(ch), 0);
             }
             if named.is_empty() {
-                w.push_len(3);
-                w.bulk(reply_name);
-                w.null();
-                w.int(0);
+                confirm(w, reply_name, None, 0);
             }
         }
         return Vec::new();
@@ -468,26 +475,12 @@ fn unsubscribe(
             });
         }
         if let Some(w) = w.as_deref_mut() {
-            let count = match target {
-                Target::Channel(SHARDED) => s.channels[SHARDED].len(),
-                _ => s.count(),
-            };
-            w.push_len(3);
-            w.bulk(reply_name);
-            w.bulk(ch);
-            w.int(count as i64);
+            confirm(w, reply_name, Some(ch), s.count_for(target));
         }
     }
     if all && names.is_empty() {
         if let Some(w) = w {
-            let count = match target {
-                Target::Channel(SHARDED) => s.channels[SHARDED].len(),
-                _ => s.count(),
-            };
-            w.push_len(3);
-            w.bulk(reply_name);
-            w.null();
-            w.int(count as i64);
+            confirm(w, reply_name, None, s.count_for(target));
         }
     }
     removed
