@@ -10,6 +10,8 @@ pub struct Server {
     child: Child,
     /// The port it listens on.
     pub port: u16,
+    /// What it wrote to stderr after its ready line (panics included).
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Server {
@@ -33,9 +35,15 @@ impl Server {
                 break rest.rsplit(':').next().unwrap().trim().parse().unwrap();
             }
         };
-        // Keep draining stderr so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, port }
+        // Keep draining stderr so the server never blocks on a full pipe; keep the lines.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                keep.lock().unwrap().push(line);
+            }
+        });
+        Server { child, port, log }
     }
 
     /// A `redis` crate connection.
@@ -56,6 +64,24 @@ impl Server {
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
+    }
+
+    /// The stderr lines so far that contain `text`.
+    pub fn log_lines_with(&self, text: &str) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log.iter().filter(|l| l.contains(text)).cloned().collect()
+    }
+
+    /// Waits up to `secs` for the process to exit; its exit status if it did.
+    pub fn exit_status(&mut self, secs: u64) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// The server's resident set size in KiB.
