@@ -120,7 +120,7 @@ impl CommandSpec {
             {
                 SmallVec::from_slice(&[1])
             }
-            "copy" if args.len() > 2 => SmallVec::from_slice(&[2]),
+            "copy" | "bitop" if args.len() > 2 => SmallVec::from_slice(&[2]),
             "georadius" | "georadiusbymember" => geo_store_key(args).into_iter().collect(),
             "sort" => sort_store_key(args).into_iter().collect(),
             _ if self.has(WRITE) => self.key_positions(args),

@@ -835,6 +835,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 5,
     },
     Family {
+        name: "bitmaps",
+        commands: super::bitmaps::BITMAPS,
+        weight: 5,
+    },
+    Family {
         name: "pubsub",
         commands: super::pubsub::PUBSUB,
         weight: 3,
