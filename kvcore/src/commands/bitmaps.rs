@@ -332,9 +332,8 @@ fn bitpos(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let pos = first_bit_in(&s[sp.start..=sp.end], bit, sp.first_out, sp.last_out);
     let bytes = sp.end - sp.start + 1;
     // A 0 sought in an explicit range that holds none: not found (no zero padding there).
-    let found = if a.len() >= 5 && !bit && pos == (bytes as i64) * 8 {
-        -1
-    } else if pos == -1 {
+    let missing = pos == -1 || (a.len() >= 5 && !bit && pos == (bytes as i64) * 8);
+    let found = if missing {
         -1
     } else {
         pos + (sp.start as i64) * 8
@@ -386,7 +385,8 @@ fn bitop(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let max = sources.iter().flatten().map(Vec::len).max().unwrap_or(0);
     let dest = a[2];
     if max == 0 {
-        if c.db.dbs[dbi].remove(dest, now).is_some() {
+        // Redis's dbDelete: a destination past its deadline goes with `del`, not `expired`.
+        if c.db.dbs[dbi].delete_stored(dest) {
             c.db.modified(class::GENERIC, "del", dbi, dest);
         }
         return c.out.int(0);

@@ -31,7 +31,7 @@ fn random_command(r: &mut Rng) -> Vec<String> {
     let n = |r: &mut Rng| (r.below(7) as i64 - 2).to_string();
     let s = |x: &str| x.to_string();
     let mut v: Vec<String> = Vec::new();
-    match r.below(64) {
+    match r.below(68) {
         0 => v.extend([s("SET"), k, n(r)]),
         1 => {
             v.extend([s("SET"), k, m(r)]);
@@ -197,7 +197,11 @@ fn random_command(r: &mut Rng) -> Vec<String> {
         }
         61 => v.extend([s("BLPOP"), k, k2, s("0")]),
         62 => v.extend([s("BZPOPMIN"), k, s("0")]),
-        _ => v.extend([s("BLMOVE"), k, k2, s("LEFT"), s("RIGHT"), s("0")]),
+        63 => v.extend([s("BLMOVE"), k, k2, s("LEFT"), s("RIGHT"), s("0")]),
+        64 => v.extend([s("SETBIT"), k, r.below(40).to_string(), r.pick(&["0", "1"])]),
+        65 => v.extend([s("GETBIT"), k, r.below(40).to_string()]),
+        66 => v.extend([s("BITOP"), r.pick(&["AND", "OR", "XOR"]), k, k2, r.pick(KEYS)]),
+        _ => v.extend([s("BITOP"), s("NOT"), k, k2]),
     }
     if v[0] == "COPY" && v[3] == "DB" {
         v.push(s("1"));
