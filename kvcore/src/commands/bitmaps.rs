@@ -1,5 +1,5 @@
-//! Bitmaps: SETBIT, GETBIT, BITCOUNT, BITPOS and BITOP over string values, as Redis 7.4
-//! (BIT|BYTE ranges included). Bit 0 is the most significant bit of the first byte. Offsets
+//! Bitmaps: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD and BITFIELD_RO over string
+//! values, as Redis 7.4 (BIT|BYTE ranges included). Bit 0 is the most significant bit of the first byte. Offsets
 //! are bounded by `proto-max-bulk-len` (512 MB), so no command allocates past it.
 
 use super::strings::reply_err;
@@ -15,6 +15,8 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("bitcount", -2, READONLY, 1, 1, 1, bitcount),
     cmd!("bitpos", -3, READONLY, 1, 1, 1, bitpos),
     cmd!("bitop", -4, WRITE | DENYOOM, 2, -1, 1, bitop),
+    cmd!("bitfield", -2, WRITE | DENYOOM, 1, 1, 1, bitfield),
+    cmd!("bitfield_ro", -2, READONLY | FAST, 1, 1, 1, bitfield_ro),
 ];
 
 const BAD_OFFSET: &[u8] = b"ERR bit offset is not an integer or out of range";
@@ -414,6 +416,280 @@ fn bitop(c: &mut Ctx<'_>, a: &[&[u8]]) {
     c.out.int(max as i64);
 }
 
+/// OVERFLOW behaviour of BITFIELD's SET and INCRBY.
+#[derive(Clone, Copy, PartialEq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+/// One BITFIELD operation.
+struct FieldOp {
+    /// 0 GET, 1 SET, 2 INCRBY.
+    kind: u8,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    value: i64,
+    overflow: Overflow,
+}
+
+/// A bitfield type `i1`..`i64` or `u1`..`u63` (read as a C string, as Redis does).
+fn field_type(arg: &[u8]) -> Option<(bool, u32)> {
+    let arg = arg.split(|&b| b == 0).next().unwrap_or_default();
+    let signed = match arg.first() {
+        Some(b'i') => true,
+        Some(b'u') => false,
+        _ => return None,
+    };
+    let bits = crate::num::parse_i64(&arg[1..])?;
+    (bits >= 1 && bits <= if signed { 64 } else { 63 }).then_some((signed, bits as u32))
+}
+
+/// A BITFIELD offset: a bit offset, or `#N` for N fields of `bits` bits.
+fn field_offset(c: &Ctx<'_>, arg: &[u8], bits: u32) -> Option<u64> {
+    let (hash, digits) = match arg.first() {
+        Some(b'#') => (true, &arg[1..]),
+        _ => (false, arg),
+    };
+    let mut off = crate::num::parse_i64(digits)?;
+    if hash {
+        off = off.checked_mul(i64::from(bits))?;
+    }
+    (off >= 0 && ((off as u64) >> 3) < c.db.config.proto_max_bulk_len).then_some(off as u64)
+}
+
+/// `bits` bits at bit `offset` of `s`, most significant first; past the end reads zeros.
+fn get_field(s: &[u8], offset: u64, bits: u32) -> u64 {
+    let mut v = 0u64;
+    for i in 0..u64::from(bits) {
+        let at = offset + i;
+        let bit = s
+            .get((at >> 3) as usize)
+            .map_or(0, |b| (b >> (7 - (at & 7))) & 1);
+        v = (v << 1) | u64::from(bit);
+    }
+    v
+}
+
+/// Writes the low `bits` bits of `v` at bit `offset` of `s` (long enough).
+fn set_field(s: &mut [u8], offset: u64, bits: u32, v: u64) {
+    for i in 0..u64::from(bits) {
+        let at = offset + i;
+        let bit = (v >> (u64::from(bits) - 1 - i)) & 1;
+        let mask = 1u8 << (7 - (at & 7));
+        let byte = &mut s[(at >> 3) as usize];
+        if bit == 1 {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+/// Sign-extends a `bits`-bit field.
+fn signed_field(v: u64, bits: u32) -> i64 {
+    if bits < 64 && v & (1 << (bits - 1)) != 0 {
+        (v | (u64::MAX << bits)) as i64
+    } else {
+        v as i64
+    }
+}
+
+/// `value + incr` for a field of `bits` bits, as Redis's overflow checks decide it: the
+/// result, or `None` when it overflows under FAIL.
+fn field_add(value: i64, incr: i64, signed: bool, bits: u32, ow: Overflow) -> Option<i64> {
+    let wrap = || {
+        let c = (value as u64).wrapping_add(incr as u64);
+        if signed {
+            signed_field(
+                if bits < 64 {
+                    c & !(u64::MAX << bits)
+                } else {
+                    c
+                },
+                bits,
+            )
+        } else {
+            (c & !(u64::MAX << bits)) as i64
+        }
+    };
+    let (hi, lo, max, min) = if signed {
+        let max: i128 = (1i128 << (bits - 1)) - 1;
+        let min = -max - 1;
+        let new = i128::from(value) + i128::from(incr);
+        let hi = i128::from(value) > max || new > max;
+        (hi, !hi && (i128::from(value) < min || new < min), max, min)
+    } else {
+        // The value is unsigned: a negative SET value reads as a huge one, as in Redis.
+        let v = i128::from(value as u64);
+        let max: i128 = (1i128 << bits) - 1;
+        let hi = v > max || (incr > 0 && v + i128::from(incr) > max);
+        (hi, !hi && incr < 0 && v + i128::from(incr) < 0, max, 0)
+    };
+    if !hi && !lo {
+        return Some(if signed {
+            value + incr
+        } else {
+            ((value as u64).wrapping_add(incr as u64)) as i64
+        });
+    }
+    match ow {
+        Overflow::Fail => None,
+        Overflow::Wrap => Some(wrap()),
+        Overflow::Sat => Some(if hi { max as i64 } else { min as i64 }),
+    }
+}
+
+fn bitfield(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    bitfield_generic(c, a, false);
+}
+
+fn bitfield_ro(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    bitfield_generic(c, a, true);
+}
+
+fn bitfield_generic(c: &mut Ctx<'_>, a: &[&[u8]], ro: bool) {
+    const BAD_TYPE: &[u8] = b"ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+    let mut ops: Vec<FieldOp> = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut highest: Option<u64> = None;
+    let mut j = 2;
+    while j < a.len() {
+        let rem = a.len() - j - 1;
+        let kind = if args::is(a[j], "GET") && rem >= 2 {
+            0
+        } else if args::is(a[j], "SET") && rem >= 3 {
+            1
+        } else if args::is(a[j], "INCRBY") && rem >= 3 {
+            2
+        } else if args::is(a[j], "OVERFLOW") && rem >= 1 {
+            overflow = if args::is(a[j + 1], "WRAP") {
+                Overflow::Wrap
+            } else if args::is(a[j + 1], "SAT") {
+                Overflow::Sat
+            } else if args::is(a[j + 1], "FAIL") {
+                Overflow::Fail
+            } else {
+                return c.out.error(b"ERR Invalid OVERFLOW type specified");
+            };
+            j += 2;
+            continue;
+        } else {
+            return reply_err(&mut c.out, OpError::Syntax);
+        };
+        let Some((signed, bits)) = field_type(a[j + 1]) else {
+            return c.out.error(BAD_TYPE);
+        };
+        let Some(offset) = field_offset(c, a[j + 2], bits) else {
+            return c.out.error(BAD_OFFSET);
+        };
+        let mut value = 0;
+        if kind != 0 {
+            let end = offset + u64::from(bits) - 1;
+            highest = Some(highest.map_or(end, |h| h.max(end)));
+            match args::int(a[j + 3]) {
+                Ok(v) => value = v,
+                Err(e) => return reply_err(&mut c.out, e),
+            }
+        }
+        ops.push(FieldOp {
+            kind,
+            signed,
+            bits,
+            offset,
+            value,
+            overflow,
+        });
+        j += if kind == 0 { 3 } else { 4 };
+    }
+    let (dbi, now) = (c.session.db, c.db.now);
+    let Some(highest) = highest else {
+        // Only GETs: a read; a missing key reads as zeros.
+        let mut buf = itoa::Buffer::new();
+        let s: &[u8] = match c.db.dbs[dbi].get(a[1], now) {
+            None => {
+                c.db.key_miss(dbi, a[1]);
+                &[]
+            }
+            Some(n) => match n.value.as_str(&mut buf) {
+                Some(s) => s,
+                None => return reply_err(&mut c.out, OpError::WrongType),
+            },
+        };
+        c.out.array_len(ops.len());
+        for op in &ops {
+            let v = get_field(s, op.offset, op.bits);
+            c.out.int(if op.signed {
+                signed_field(v, op.bits)
+            } else {
+                v as i64
+            });
+        }
+        return;
+    };
+    if ro {
+        return c
+            .out
+            .error(b"ERR BITFIELD_RO only supports the GET subcommand");
+    }
+    // Room up to the farthest bit written, made before any operation runs (as Redis does).
+    let need = (highest >> 3) as usize + 1;
+    let ks = &mut c.db.dbs[dbi];
+    let grew = match ks.get_mut(a[1], now) {
+        None => {
+            ks.insert_absent(a[1], Value::Raw(Box::new(vec![0u8; need])), Ttl::Clear);
+            true
+        }
+        Some(v) => {
+            let Some(raw) = v.make_raw() else {
+                return reply_err(&mut c.out, OpError::WrongType);
+            };
+            let grew = raw.len() < need;
+            if grew {
+                raw.resize(need, 0);
+            }
+            grew
+        }
+    };
+    let Some(Value::Raw(raw)) = c.db.dbs[dbi].get_mut(a[1], now) else {
+        return reply_err(&mut c.out, OpError::WrongType);
+    };
+    let s: &mut Vec<u8> = raw;
+    c.out.array_len(ops.len());
+    let mut changes = 0;
+    for op in &ops {
+        let old_u = get_field(s, op.offset, op.bits);
+        let old = if op.signed {
+            signed_field(old_u, op.bits)
+        } else {
+            old_u as i64
+        };
+        if op.kind == 0 {
+            c.out.int(old);
+            continue;
+        }
+        let new = if op.kind == 2 {
+            field_add(old, op.value, op.signed, op.bits, op.overflow)
+        } else {
+            field_add(op.value, 0, op.signed, op.bits, op.overflow)
+        };
+        let Some(new) = new else {
+            c.out.null();
+            continue;
+        };
+        c.out.int(if op.kind == 2 { new } else { old });
+        set_field(s, op.offset, op.bits, new as u64);
+        if grew || old != new {
+            changes += 1;
+        }
+    }
+    if changes > 0 {
+        c.db.modified(class::STRING, "setbit", dbi, a[1]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -460,6 +736,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// BITFIELD arithmetic against a plain model on every small width.
+    #[test]
+    fn field_add_wraps_saturates_and_fails_as_a_model_does() {
+        for bits in 1..=8u32 {
+            for signed in [false, true] {
+                let (min, max): (i64, i64) = if signed {
+                    (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+                } else {
+                    (0, (1 << bits) - 1)
+                };
+                for value in min..=max {
+                    for incr in -300i64..=300 {
+                        let exact = value + incr;
+                        let span = 1i64 << bits;
+                        let wrapped = (exact - min).rem_euclid(span) + min;
+                        for (ow, want) in [
+                            (Overflow::Wrap, Some(wrapped)),
+                            (Overflow::Sat, Some(exact.clamp(min, max))),
+                            (
+                                Overflow::Fail,
+                                (min..=max).contains(&exact).then_some(exact),
+                            ),
+                        ] {
+                            let want = if (min..=max).contains(&exact) {
+                                Some(exact)
+                            } else {
+                                want
+                            };
+                            assert_eq!(
+                                field_add(value, incr, signed, bits, ow),
+                                want,
+                                "{value} + {incr}, {}{bits}",
+                                if signed { 'i' } else { 'u' }
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // SET of a negative value into an unsigned field reads it as a huge one (Redis).
+        assert_eq!(field_add(-1, 0, false, 8, Overflow::Sat), Some(255));
+        assert_eq!(field_add(-1, 0, false, 8, Overflow::Wrap), Some(255));
+        assert_eq!(field_add(-2, 0, false, 8, Overflow::Fail), None);
+        // The 64-bit edges.
+        assert_eq!(
+            field_add(i64::MAX, 1, true, 64, Overflow::Wrap),
+            Some(i64::MIN)
+        );
+        assert_eq!(
+            field_add(i64::MAX, 1, true, 64, Overflow::Sat),
+            Some(i64::MAX)
+        );
+        assert_eq!(field_add(i64::MIN, -1, true, 64, Overflow::Fail), None);
+    }
+
+    #[test]
+    fn fields_read_back_what_was_written() {
+        let mut s = vec![0u8; 16];
+        set_field(&mut s, 3, 13, 0x1abc);
+        assert_eq!(get_field(&s, 3, 13), 0x1abc);
+        assert_eq!(signed_field(get_field(&s, 3, 13), 13), 0x1abc - (1 << 13));
+        set_field(&mut s, 64, 64, u64::MAX - 5);
+        assert_eq!(get_field(&s, 64, 64), u64::MAX - 5);
+        assert_eq!(
+            get_field(&s, 120, 16),
+            0xfa00 >> 8 << 8 | 0,
+            "bits past the end read as 0"
+        );
     }
 
     #[test]

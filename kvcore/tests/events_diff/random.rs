@@ -31,7 +31,7 @@ fn random_command(r: &mut Rng) -> Vec<String> {
     let n = |r: &mut Rng| (r.below(7) as i64 - 2).to_string();
     let s = |x: &str| x.to_string();
     let mut v: Vec<String> = Vec::new();
-    match r.below(68) {
+    match r.below(70) {
         0 => v.extend([s("SET"), k, n(r)]),
         1 => {
             v.extend([s("SET"), k, m(r)]);
@@ -201,7 +201,18 @@ fn random_command(r: &mut Rng) -> Vec<String> {
         64 => v.extend([s("SETBIT"), k, r.below(40).to_string(), r.pick(&["0", "1"])]),
         65 => v.extend([s("GETBIT"), k, r.below(40).to_string()]),
         66 => v.extend([s("BITOP"), r.pick(&["AND", "OR", "XOR"]), k, k2, r.pick(KEYS)]),
-        _ => v.extend([s("BITOP"), s("NOT"), k, k2]),
+        67 => v.extend([s("BITOP"), s("NOT"), k, k2]),
+        68 => v.extend([
+            s("BITFIELD"),
+            k,
+            s("OVERFLOW"),
+            r.pick(&["WRAP", "SAT", "FAIL"]),
+            s("INCRBY"),
+            r.pick(&["i4", "u4", "i8"]),
+            r.below(20).to_string(),
+            n(r),
+        ]),
+        _ => v.extend([s("BITFIELD"), k, s("SET"), s("u8"), r.below(20).to_string(), n(r)]),
     }
     if v[0] == "COPY" && v[3] == "DB" {
         v.push(s("1"));

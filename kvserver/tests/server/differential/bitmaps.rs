@@ -1,6 +1,7 @@
 //! The bitmaps family of the differential run: SETBIT, GETBIT, BITCOUNT and BITPOS (BYTE and
 //! BIT ranges, negative and crossed ends) over whatever the other families left in the keys
-//! (integers, short and long strings, other types), and BITOP over keys of any shard. Offsets
+//! (integers, short and long strings, other types), BITOP over keys of any shard, and
+//! BITFIELD / BITFIELD_RO with every type width, `#` offsets, overflow modes and bad input. Offsets
 //! stay small (no 512 MB string), with the out-of-range and malformed ones among them.
 
 use super::families::{key, word, Cmd, Gen, Rng};
@@ -67,6 +68,58 @@ fn bitop(r: &mut Rng) -> Cmd {
     c
 }
 
+fn field_type(r: &mut Rng) -> Vec<u8> {
+    word(r.pick(&[
+        "i1", "i5", "i8", "i8", "u8", "u8", "i16", "u16", "u1", "i63", "i64", "u63", "u64", "x8",
+        "i0", "i65", "u",
+    ]))
+}
+
+fn field_offset(r: &mut Rng) -> Vec<u8> {
+    match r.below(5) {
+        0 => format!("#{}", r.below(6)).into_bytes(),
+        1 => word(r.pick(&["-1", "x", "#-1", "#x", ""])),
+        _ => r.below(100).to_string().into_bytes(),
+    }
+}
+
+fn field_value(r: &mut Rng) -> Vec<u8> {
+    match r.below(4) {
+        0 => word(r.pick(&[
+            "9223372036854775807",
+            "-9223372036854775808",
+            "255",
+            "256",
+            "-129",
+            "127",
+            "x",
+        ])),
+        _ => (r.below(2001) as i64 - 1000).to_string().into_bytes(),
+    }
+}
+
+fn bitfield(name: &str, r: &mut Rng) -> Cmd {
+    let mut c = vec![word(name), key(r)];
+    for _ in 0..r.below(4) {
+        match r.below(9) {
+            0..=2 => c.extend([word("GET"), field_type(r), field_offset(r)]),
+            3 | 4 => c.extend([word("SET"), field_type(r), field_offset(r), field_value(r)]),
+            5 | 6 => c.extend([
+                word("INCRBY"),
+                field_type(r),
+                field_offset(r),
+                field_value(r),
+            ]),
+            7 => c.extend([
+                word("OVERFLOW"),
+                word(r.pick(&["WRAP", "SAT", "FAIL", "fail", "NOPE"])),
+            ]),
+            _ => c.push(word(r.pick(&["GET", "SET", "BOGUS"]))),
+        }
+    }
+    c
+}
+
 pub static BITMAPS: &[Gen] = &[
     |r| {
         vec![
@@ -82,4 +135,7 @@ pub static BITMAPS: &[Gen] = &[
     bitpos,
     bitpos,
     bitop,
+    |r| bitfield("BITFIELD", r),
+    |r| bitfield("BITFIELD", r),
+    |r| bitfield("BITFIELD_RO", r),
 ];
