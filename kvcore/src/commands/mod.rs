@@ -14,6 +14,7 @@ mod geo;
 mod hash;
 pub(crate) mod keys;
 mod keyspec;
+mod lcs;
 mod list;
 mod served;
 mod server;
@@ -205,6 +206,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(sort::COMMANDS)
         .chain(served::COMMANDS)
         .chain(bitmaps::COMMANDS)
+        .chain(lcs::COMMANDS)
 }
 
 struct Table {

@@ -199,7 +199,9 @@ pub async fn run_locked(
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
         | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "sinter" | "sunion" | "sdiff" | "sintercard" | "sinterstore" | "sunionstore"
-        | "sdiffstore" | "bitop" => with_sources(shard, held, session, spec, args, w.out).await,
+        | "sdiffstore" | "bitop" | "lcs" => {
+            with_sources(shard, held, session, spec, args, w.out).await
+        }
         "zmpop" | "lmpop" => mpop(shard, held, session, spec, args, w.out).await,
         "smove" => match set_move_across(shard, held, db, args[1], args[2], args[3]).await {
             Ok(moved) => w.int(i64::from(moved)),

@@ -1,7 +1,8 @@
 //! The bitmaps family of the differential run: SETBIT, GETBIT, BITCOUNT and BITPOS (BYTE and
 //! BIT ranges, negative and crossed ends) over whatever the other families left in the keys
 //! (integers, short and long strings, other types), BITOP over keys of any shard, and
-//! BITFIELD / BITFIELD_RO with every type width, `#` offsets, overflow modes and bad input. Offsets
+//! BITFIELD / BITFIELD_RO with every type width, `#` offsets, overflow modes and bad input;
+//! and LCS (LEN, IDX, MINMATCHLEN, WITHMATCHLEN) over the same string values. Offsets
 //! stay small (no 512 MB string), with the out-of-range and malformed ones among them.
 
 use super::families::{key, word, Cmd, Gen, Rng};
@@ -120,6 +121,23 @@ fn bitfield(name: &str, r: &mut Rng) -> Cmd {
     c
 }
 
+fn lcs(r: &mut Rng) -> Cmd {
+    let mut c = vec![word("LCS"), key(r), key(r)];
+    for _ in 0..r.below(4) {
+        match r.below(6) {
+            0 => c.push(word("LEN")),
+            1 | 2 => c.push(word("IDX")),
+            3 => c.push(word("WITHMATCHLEN")),
+            4 => c.extend([
+                word("MINMATCHLEN"),
+                word(r.pick(&["0", "1", "2", "4", "-1", "x"])),
+            ]),
+            _ => c.push(word(r.pick(&["MINMATCHLEN", "nope"]))),
+        }
+    }
+    c
+}
+
 pub static BITMAPS: &[Gen] = &[
     |r| {
         vec![
@@ -138,4 +156,6 @@ pub static BITMAPS: &[Gen] = &[
     |r| bitfield("BITFIELD", r),
     |r| bitfield("BITFIELD", r),
     |r| bitfield("BITFIELD_RO", r),
+    lcs,
+    lcs,
 ];
