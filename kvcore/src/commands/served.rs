@@ -1,5 +1,5 @@
 //! Commands that need more than one store: transactions (MULTI, EXEC, DISCARD, WATCH,
-//! UNWATCH) and pub/sub (SUBSCRIBE ... PUBLISH, PUBSUB). A server answers them itself before
+//! UNWATCH), pub/sub (SUBSCRIBE ... PUBLISH, PUBSUB) and WAIT (replicas). A server answers them itself before
 //! it dispatches to a store; their rows are here so that lookup, arity checks and COMMAND know
 //! them. A store called directly (an embedded `Db`) has no other clients to publish to and no
 //! connection to queue on, and says so.
@@ -125,6 +125,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         server_only
     ),
     cmd!("pubsub", -2, CONN, 0, 0, 0, server_only),
+    cmd!("wait", 3, BLOCKING | CONN, 0, 0, 0, server_only),
 ];
 
 fn server_only(c: &mut Ctx<'_>, a: &[&[u8]]) {

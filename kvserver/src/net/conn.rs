@@ -724,6 +724,37 @@ impl<'a> Conn<'a> {
                     return Ok(Step::Close);
                 }
             }
+            Route::Conn(spec) if spec.name == "wait" => {
+                self.resolve().await;
+                let Some(ms) = self.wait_for(args, false) else {
+                    return Ok(Step::Go);
+                };
+                // No replica will ever acknowledge: the client waits out its timeout (forever
+                // for 0) or hangs up, as with Redis and no replica.
+                self.write_out(stream).await?;
+                let mut sent_meanwhile = Vec::new();
+                let gone = {
+                    let gone = read_while_blocked(stream, &mut sent_meanwhile, input_room);
+                    tokio::pin!(gone);
+                    let until = async {
+                        match ms {
+                            0 => std::future::pending::<()>().await,
+                            ms => tokio::time::sleep(Duration::from_millis(ms)).await,
+                        }
+                    };
+                    tokio::select! {
+                        _ = until => false,
+                        _ = gone.as_mut() => true,
+                    }
+                };
+                if gone {
+                    return Err(std::io::Error::other("client gone while in WAIT"));
+                }
+                self.out.extend_from_slice(b":0\r\n");
+                if !sent_meanwhile.is_empty() {
+                    return Ok(Step::Input(sent_meanwhile));
+                }
+            }
             Route::Conn(spec) => {
                 self.hops = 0;
                 self.resolve().await;
@@ -731,6 +762,37 @@ impl<'a> Conn<'a> {
             }
         }
         Ok(Step::Go)
+    }
+
+    /// WAIT numreplicas timeout, with no replica: answers at once (an argument error, or 0 when
+    /// 0 replicas are asked for or the client may not block) and returns `None`, or returns
+    /// how long to wait in ms (0: forever).
+    fn wait_for(&mut self, args: &[&[u8]], deny_blocking: bool) -> Option<u64> {
+        let numreplicas = match kvcore::num::parse_i64(args[1]) {
+            Some(n) => n,
+            None => {
+                self.out
+                    .extend_from_slice(b"-ERR value is not an integer or out of range\r\n");
+                return None;
+            }
+        };
+        let ms = match kvcore::num::parse_i64(args[2]) {
+            None => {
+                self.out
+                    .extend_from_slice(b"-ERR timeout is not an integer or out of range\r\n");
+                return None;
+            }
+            Some(t) if t < 0 => {
+                self.out.extend_from_slice(b"-ERR timeout is negative\r\n");
+                return None;
+            }
+            Some(t) => t as u64,
+        };
+        if numreplicas <= 0 || deny_blocking {
+            self.out.extend_from_slice(b":0\r\n");
+            return None;
+        }
+        Some(ms)
     }
 
     /// Inside MULTI: queues the command, or answers its error (which makes EXEC abort);
@@ -1066,6 +1128,10 @@ impl<'a> Conn<'a> {
             }
             Route::Conn(spec) => match spec.name {
                 "unwatch" => out.extend_from_slice(b"+OK\r\n"),
+                "wait" => {
+                    // Inside EXEC nothing blocks: the acknowledgements so far, 0.
+                    let _ = self.wait_for(args, true);
+                }
                 _ => {
                     pubsub::command(
                         shard,

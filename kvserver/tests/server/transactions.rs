@@ -399,3 +399,34 @@ fn blocked_clients_are_served_after_the_transaction() {
         }
     }
 }
+
+/// WAIT with no replica: 0 at once when no acknowledgement is asked for or inside EXEC,
+/// otherwise 0 once the timeout has passed; argument errors as Redis; the commands pipelined
+/// behind it are answered after it.
+#[test]
+fn wait_without_replicas() {
+    for threads in ["1", "3"] {
+        let server = Server::start(&["--threads", threads]);
+        let mut c = server.raw();
+        assert_eq!(call(&mut c, "WAIT 0 0"), ":0\r\n");
+        assert_eq!(call(&mut c, "WAIT -3 0"), ":0\r\n");
+        assert_eq!(
+            call(&mut c, "WAIT x 0"),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            call(&mut c, "WAIT 1 1.5"),
+            "-ERR timeout is not an integer or out of range\r\n"
+        );
+        assert_eq!(call(&mut c, "WAIT 1 -1"), "-ERR timeout is negative\r\n");
+        let start = std::time::Instant::now();
+        c.write_all(&crate::support::cmd("WAIT 1 150")).unwrap();
+        c.write_all(&crate::support::cmd("PING")).unwrap();
+        let got = crate::support::read_replies(&mut c, 2);
+        assert!(start.elapsed() >= std::time::Duration::from_millis(150));
+        assert_eq!(got, vec![b":0\r\n".to_vec(), b"+PONG\r\n".to_vec()]);
+        call(&mut c, "MULTI");
+        call(&mut c, "WAIT 2 0");
+        assert_eq!(call(&mut c, "EXEC"), "*1\r\n:0\r\n");
+    }
+}
