@@ -69,6 +69,11 @@ pub static PARAMS: &[Param] = &[
     p!("maxclients", Kind::Int(1, i32::MAX as i64), "10000"),
     p!("maxmemory", Kind::Memory, "0"),
     p!("maxmemory-policy", Kind::Enum(POLICIES), "noeviction"),
+    p!("maxmemory-samples", Kind::Int(1, 64), "5"),
+    p!("maxmemory-eviction-tenacity", Kind::Int(0, 100), "10"),
+    p!("lfu-log-factor", I32, "10"),
+    p!("lfu-decay-time", I32, "1"),
+    p!("lazyfree-lazy-eviction", Kind::Bool, "no"),
     p!("proto-max-bulk-len", Kind::Memory, "536870912"),
     p!("client-query-buffer-limit", Kind::Memory, "1073741824"),
     p!(
@@ -131,6 +136,16 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     /// `maxmemory` in bytes (0 = no limit).
     pub maxmemory: u64,
+    /// `maxmemory-policy`.
+    pub policy: crate::evict::Policy,
+    /// `maxmemory-samples`.
+    pub maxmemory_samples: usize,
+    /// `maxmemory-eviction-tenacity`.
+    pub eviction_tenacity: u32,
+    /// `lfu-log-factor`.
+    pub lfu_log_factor: u32,
+    /// `lfu-decay-time` (minutes).
+    pub lfu_decay_time: u32,
     /// `zset-max-listpack-entries`.
     pub zset_max_listpack_entries: usize,
     /// `zset-max-listpack-value`.
@@ -161,6 +176,11 @@ impl Default for Config {
             values: PARAMS.iter().map(|p| p.default.to_string()).collect(),
             proto_max_bulk_len: 0,
             maxmemory: 0,
+            policy: crate::evict::Policy::NoEviction,
+            maxmemory_samples: 5,
+            eviction_tenacity: 10,
+            lfu_log_factor: 10,
+            lfu_decay_time: 1,
             zset_max_listpack_entries: 0,
             zset_max_listpack_value: 0,
             hash_max_listpack_entries: 0,
@@ -287,6 +307,11 @@ impl Config {
         let num = |c: &Config, n: &str| c.get(n).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
         self.proto_max_bulk_len = num(self, "proto-max-bulk-len");
         self.maxmemory = num(self, "maxmemory");
+        self.policy = crate::evict::Policy::parse(self.get("maxmemory-policy").unwrap_or(""));
+        self.maxmemory_samples = num(self, "maxmemory-samples") as usize;
+        self.eviction_tenacity = num(self, "maxmemory-eviction-tenacity") as u32;
+        self.lfu_log_factor = num(self, "lfu-log-factor") as u32;
+        self.lfu_decay_time = num(self, "lfu-decay-time") as u32;
         self.zset_max_listpack_entries = num(self, "zset-max-listpack-entries") as usize;
         self.zset_max_listpack_value = num(self, "zset-max-listpack-value") as usize;
         self.hash_max_listpack_entries = num(self, "hash-max-listpack-entries") as usize;

@@ -89,7 +89,7 @@ pub struct HostInfo {
 /// ```
 pub struct Db {
     pub(crate) dbs: Vec<Keyspace>,
-    clock: Clock,
+    pub(crate) clock: Clock,
     pub(crate) now: u64,
     /// Configuration (CONFIG GET/SET).
     pub config: Config,
@@ -109,6 +109,12 @@ pub struct Db {
     pub(crate) log_mask: u8,
     /// WATCH: watched keys and their clients.
     pub(crate) watch: crate::watch::WatchTable,
+    /// The host's view of memory for `maxmemory` (none: no eviction).
+    pub(crate) budget: Option<Box<dyn crate::evict::MemoryBudget>>,
+    /// Eviction state and counters.
+    pub(crate) evictor: crate::evict::Evictor,
+    /// The access mode the keyspaces were last given.
+    access: crate::evict::AccessMode,
 }
 
 impl Default for Db {
@@ -147,6 +153,9 @@ impl Db {
             events: Vec::new(),
             log_mask: 0,
             watch: crate::watch::WatchTable::default(),
+            budget: None,
+            evictor: crate::evict::Evictor::default(),
+            access: crate::evict::AccessMode::Lru,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -164,11 +173,29 @@ impl Db {
         &mut self.clock
     }
 
-    /// Reads the clock once; every command until the next refresh sees this time.
+    /// Reads the clock once; every command until the next refresh sees this time. With a
+    /// `maxmemory`, also checks memory and evicts (see [`crate::evict`]).
     /// A server calls this once per batch of pipelined commands.
     pub fn refresh_clock(&mut self) {
         self.now = self.clock.now_ms();
         self.sync_log_mask();
+        self.sync_access();
+        if self.config.maxmemory != 0 || self.evictor.oom {
+            self.evict();
+        }
+    }
+
+    /// Gives the keyspaces the access mode the policy needs, when it changed.
+    pub(crate) fn sync_access(&mut self) {
+        let c = &self.config;
+        let mode = crate::evict::AccessMode::of(c.policy, c.lfu_log_factor, c.lfu_decay_time);
+        if mode != self.access {
+            self.access = mode;
+            for ks in &mut self.dbs {
+                ks.access = mode;
+            }
+            self.clear_eviction_pool();
+        }
     }
 
     /// The cached current time in Unix ms.
@@ -235,6 +262,10 @@ impl Db {
                 return;
             }
         }
+        if self.refused_for_memory(spec.flags) {
+            w.error(crate::OpError::OutOfMemory.message().as_bytes());
+            return;
+        }
         self.stats.commands += 1;
         let mut ctx = Ctx {
             db: self,
@@ -298,6 +329,9 @@ impl Db {
             }
         }
         self.purge_hash_fields(20);
+        if self.config.maxmemory != 0 {
+            self.publish_candidates();
+        }
         self.pull_keyspace_logs();
         expired
     }

@@ -33,6 +33,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod events;
+pub mod evict;
 pub mod geo;
 pub mod glob;
 pub mod hash;

@@ -35,7 +35,9 @@ fn slot() -> &'static AtomicIsize {
 
 /// Bytes currently allocated through the global allocator.
 pub fn allocated() -> usize {
-    COUNTS
+    // Only the slots handed out so far can be non-zero.
+    let used = NEXT.load(Ordering::Relaxed).min(SLOTS);
+    COUNTS[..used]
         .iter()
         .map(|s| s.0.load(Ordering::Relaxed))
         .sum::<isize>()

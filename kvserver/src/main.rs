@@ -97,6 +97,7 @@ fn run(opts: Options) -> Result<(), String> {
         ));
     }
     let global = Arc::new(Global::new(opts));
+    shard::evict::init(n);
     start_lazyfree().map_err(|e| format!("can't start the lazyfree thread: {e}"))?;
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, global.shutdown.clone())
@@ -236,7 +237,8 @@ async fn shard_main(
     };
     let actual = listener.local_addr().map(|a| a.port()).unwrap_or(port);
     let _ = tx.send(Ok(actual));
-    let db = Db::with_config(global.opts.store.clone());
+    let mut db = Db::with_config(global.opts.store.clone());
+    db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
     let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
     shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);

@@ -5,7 +5,7 @@ use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, C
 use crate::error::{OpError, OpResult};
 use crate::events::class;
 use crate::glob;
-use crate::keyspace::Ttl;
+use crate::keyspace::{KeyNode, Ttl};
 use crate::value::{Value, ValueType};
 use crate::Db;
 
@@ -13,7 +13,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("del", -2, WRITE, 1, -1, 1, del),
     cmd!("unlink", -2, WRITE | FAST, 1, -1, 1, del),
     cmd!("exists", -2, READONLY | FAST, 1, -1, 1, exists),
-    cmd!("touch", -2, READONLY | FAST, 1, -1, 1, exists),
+    cmd!("touch", -2, READONLY | FAST, 1, -1, 1, touch),
     cmd!("type", 2, READONLY | FAST, 1, 1, 1, type_),
     cmd!("expire", -3, WRITE | FAST, 1, 1, 1, expire),
     cmd!("pexpire", -3, WRITE | FAST, 1, 1, 1, pexpire),
@@ -72,6 +72,20 @@ impl Db {
 
     /// EXISTS in database `dbi` (a key named twice counts twice). Each miss is a `keymiss`.
     pub fn exists_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
+        let now = self.now;
+        let mut n = 0;
+        for k in keys {
+            if self.dbs[dbi].get_untouched(k, now).is_some() {
+                n += 1;
+            } else {
+                self.key_miss(dbi, k);
+            }
+        }
+        n
+    }
+
+    /// TOUCH in database `dbi`: how many of `keys` exist, recording an access to each.
+    pub fn touch_in(&mut self, dbi: usize, keys: &[&[u8]]) -> usize {
         let now = self.now;
         let mut n = 0;
         for k in keys {
@@ -342,9 +356,14 @@ fn exists(c: &mut Ctx<'_>, a: &[&[u8]]) {
     c.out.int(n as i64);
 }
 
+fn touch(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let n = c.db.touch_in(c.session.db, &a[1..]);
+    c.out.int(n as i64);
+}
+
 fn type_(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
-    match c.db.dbs[c.session.db].get(a[1], now) {
+    match c.db.dbs[c.session.db].get_untouched(a[1], now) {
         None => {
             c.out.simple(b"none");
             c.db.key_miss(c.session.db, a[1]);
@@ -422,7 +441,10 @@ fn pexpireat(c: &mut Ctx<'_>, a: &[&[u8]]) {
 /// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 missing, -1 no deadline.
 fn ttl_generic(c: &mut Ctx<'_>, a: &[&[u8]], ms: bool, absolute: bool) {
     let now = c.db.now;
-    match c.db.dbs[c.session.db].expire_of(a[1], now) {
+    match c.db.dbs[c.session.db]
+        .get_untouched(a[1], now)
+        .map(KeyNode::expire_at)
+    {
         None => {
             c.out.int(-2);
             c.db.key_miss(c.session.db, a[1]);
@@ -610,9 +632,27 @@ fn randomkey(c: &mut Ctx<'_>, _a: &[&[u8]]) {
     }
 }
 
+const OBJECT_HELP: &[&str] = &[
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+];
+
 fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let sub = a[1];
     let arity_ok = a.len() == 3;
+    if args::is(sub, "HELP") && a.len() == 2 {
+        return c.out.help("object", OBJECT_HELP);
+    }
     let name = if args::is(sub, "ENCODING") {
         "object|encoding"
     } else if args::is(sub, "REFCOUNT") {
@@ -628,9 +668,10 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return wrong_arity(&mut c.out, name);
     }
     let now = c.db.now;
-    let Some(n) = c.db.dbs[c.session.db].get(a[2], now) else {
+    let Some(n) = c.db.dbs[c.session.db].get_untouched(a[2], now) else {
         return c.out.null();
     };
+    let lfu = c.db.config.policy.is_lfu();
     match name {
         "object|encoding" => c.out.bulk(n.value.encoding().as_bytes()),
         "object|refcount" => {
@@ -644,7 +685,15 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
             let shared = matches!(n.value, Value::Int(0..10_000)) && !lru_lfu;
             c.out.int(if shared { i64::from(i32::MAX) } else { 1 })
         }
-        "object|idletime" => c.out.int(0),
+        "object|idletime" if !lfu => {
+            c.out.int((crate::evict::idle_ms(n.access(), now) / 1000) as i64)
+        }
+        "object|idletime" => c.out.error(b"ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
+        _ if lfu => c.out.int(i64::from(crate::evict::lfu_counter(
+            n.access(),
+            now,
+            c.db.config.lfu_decay_time,
+        ))),
         _ => c.out.error(b"ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust."),
     }
 }

@@ -162,6 +162,8 @@ pub struct ShardStats {
     pub stats: crate::Stats,
     /// Keys expired since start.
     pub expired: u64,
+    /// Keys evicted for maxmemory since start.
+    pub evicted: u64,
 }
 
 impl ShardStats {
@@ -178,6 +180,7 @@ impl ShardStats {
         self.stats.keyspace_hits += o.stats.keyspace_hits;
         self.stats.keyspace_misses += o.stats.keyspace_misses;
         self.expired += o.expired;
+        self.evicted += o.evicted;
     }
 }
 
@@ -192,6 +195,7 @@ impl Db {
                 .collect(),
             stats: self.stats,
             expired: self.dbs.iter().map(|k| k.expired_keys).sum(),
+            evicted: self.evictor.evicted_keys,
         }
     }
 
@@ -247,8 +251,8 @@ impl Db {
                 let expired = agg.expired;
                 let _ = write!(
                     s,
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmoved_connections:{}\r\nlazyfreed_objects:{}\r\n",
-                    h.total_connections, agg.stats.commands, agg.stats.keyspace_hits, agg.stats.keyspace_misses, h.moved_connections, crate::lazyfree::freed(),
+                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmoved_connections:{}\r\nlazyfreed_objects:{}\r\n",
+                    h.total_connections, agg.stats.commands, agg.evicted, agg.stats.keyspace_hits, agg.stats.keyspace_misses, h.moved_connections, crate::lazyfree::freed(),
                 );
             }
             "replication" => s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
@@ -360,6 +364,9 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         match c.db.config.set_many(&pairs) {
             Ok(()) => {
                 c.db.sync_log_mask();
+                // A new limit or policy applies at once, as Redis evicts on CONFIG SET.
+                c.db.sync_access();
+                c.db.evict();
                 c.out.ok()
             }
             Err(e @ ConfigError::Unknown(_)) | Err(e) => c
@@ -368,6 +375,7 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
     } else if args::is(sub, "RESETSTAT") {
         c.db.stats = Default::default();
+        c.db.evictor.evicted_keys = 0;
         for ks in &mut c.db.dbs {
             ks.expired_keys = 0;
         }

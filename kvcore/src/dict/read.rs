@@ -86,6 +86,46 @@ impl<L: Link> Dict<L> {
         }
     }
 
+    /// Visits up to `count` entries found by walking consecutive buckets (of both tables while
+    /// rehashing) from a random one chosen by `r`, as Redis's `dictGetSomeKeys`: cheap and
+    /// biased toward entries after empty runs, which is all eviction sampling needs. Visits
+    /// at most `10 · count` buckets; after a run of more than `max(5, count)` empty buckets
+    /// it jumps to another random one, so a sparse table still yields entries (an entry may
+    /// then be visited twice).
+    pub fn sample(&self, r: u64, count: usize, mut f: impl FnMut(&L)) {
+        if self.len == 0 || count == 0 {
+            return;
+        }
+        let [t0, t1] = &self.tables;
+        let n0 = t0.len();
+        let total = n0 + t1.len();
+        let mut rng = r;
+        let mut b = below(splitmix64(&mut rng), total);
+        let (mut seen, mut empty) = (0, 0);
+        for _ in 0..count.saturating_mul(10) {
+            let head = if b < n0 { t0.get(b) } else { t1.get(b - n0) };
+            let head = head.and_then(Option::as_ref);
+            if head.is_none() {
+                empty += 1;
+                if empty >= 5 && empty > count {
+                    b = below(splitmix64(&mut rng), total);
+                    empty = 0;
+                    continue;
+                }
+            } else {
+                empty = 0;
+            }
+            for e in chain(head) {
+                f(e);
+                seen += 1;
+                if seen == count {
+                    return;
+                }
+            }
+            b = (b + 1) % total;
+        }
+    }
+
     /// A random entry chosen from the caller's randomness `r` (RANDOMKEY, eviction sampling);
     /// `None` when empty. Deterministic in `r`.
     ///

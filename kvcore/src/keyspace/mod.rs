@@ -17,7 +17,9 @@ use crate::dict::{Dict, Link, REHASH_MOVES};
 use crate::value::Value;
 use node::Node;
 pub(crate) use node::Thin;
-pub use node::{KeyNode, Packed};
+pub use node::{KeyNode, Packed, ACCESS_MAX};
+
+use crate::evict::AccessMode;
 
 /// What a write does to the key's deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +62,15 @@ pub struct Keyspace {
     pub log_mask: u8,
     /// Logged `(kind, key)` pairs, oldest first; the store drains them.
     pub log: Vec<(u8, Box<[u8]>)>,
+    /// What lookups record in a node's access field (the store sets it from the policy).
+    pub access: AccessMode,
+    /// Lookups leave the access field alone while set (OBJECT, TYPE, CLIENT NO-TOUCH ...).
+    pub no_touch: bool,
+    /// State of the random numbers LFU's counter increments draw.
+    rng: u64,
+    /// The time the last lookup was made at (the access field of a key inserted after a
+    /// missed lookup).
+    seen_now: u64,
 }
 
 impl Default for Keyspace {
@@ -78,6 +89,10 @@ impl Keyspace {
             expired_keys: 0,
             log_mask: 0,
             log: Vec::new(),
+            access: AccessMode::Lru,
+            no_touch: false,
+            rng: 0x2545_f491_4f6c_dd1d,
+            seen_now: 0,
         }
     }
 
@@ -98,9 +113,28 @@ impl Keyspace {
 
     /// The node of `key` if it is live; deletes it if it is past its deadline. One chain walk,
     /// no rehash step.
+    #[inline]
     fn live(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
+        self.live_with(key, now, !self.no_touch)
+    }
+
+    /// [`Keyspace::live`], recording the access in the node when `touch`.
+    fn live_with(&mut self, key: &[u8], now: u64, touch: bool) -> Option<&mut Node> {
+        self.seen_now = now;
         match self.main.get_or_evict(key, |n| n.expired(now)) {
-            Ok(n) => Some(n),
+            Ok(n) => {
+                if touch {
+                    let rng = &mut self.rng;
+                    let access = self.access.touched(n.access(), now, || {
+                        *rng ^= *rng << 13;
+                        *rng ^= *rng >> 7;
+                        *rng ^= *rng << 17;
+                        *rng
+                    });
+                    n.set_access(access);
+                }
+                Some(n)
+            }
             Err(None) => None,
             Err(Some(dead)) => {
                 if dead.deadline() != 0 {
@@ -131,6 +165,12 @@ impl Keyspace {
     /// The live node of `key`.
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
         self.live(key, now).map(|n| &**n)
+    }
+
+    /// The live node of `key` without recording an access (Redis's LOOKUP_NOTOUCH: TYPE,
+    /// EXISTS, TTL, OBJECT).
+    pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
+        self.live_with(key, now, false).map(|n| &**n)
     }
 
     /// Whether `key` is stored, live or past its deadline (Redis's `dbFind`).
@@ -166,7 +206,7 @@ impl Keyspace {
                 Ttl::At(t) => t,
                 Ttl::Clear | Ttl::Keep => 0,
             };
-            self.insert_new(key, value, at);
+            self.insert_new(key, value, at, now);
             return;
         };
         node.value = value;
@@ -185,22 +225,25 @@ impl Keyspace {
         self.main.rehash_step(REHASH_MOVES);
     }
 
-    fn insert_new(&mut self, key: &[u8], value: Value, at: u64) {
+    fn insert_new(&mut self, key: &[u8], value: Value, at: u64, now: u64) {
         if self.log_mask & LOG_NEW != 0 {
             self.log.push((LOG_NEW, key.into()));
         }
         if at != 0 {
             self.expires.insert(Thin::new(key, (), 0));
         }
-        self.main.insert_new(Node::new(key, value, at));
+        let access = self.access.initial(now);
+        self.main
+            .insert_new(Node::with_access(key, value, at, access));
     }
 
     /// Rebuilds the node of a present key with a deadline slot holding `at` (its chain position
     /// kept). Leaves `expires` to the caller.
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
         self.main.replace_with(key, |n| {
+            let access = n.access();
             let (value, _) = n.into_parts();
-            Node::new(key, value, at)
+            Node::with_access(key, value, at, access)
         });
     }
 
@@ -210,7 +253,7 @@ impl Keyspace {
             Ttl::At(t) => t,
             _ => 0,
         };
-        self.insert_new(key, value, at);
+        self.insert_new(key, value, at, self.seen_now);
     }
 
     fn sync_expire(&mut self, key: &[u8], old: u64, new: u64) {
@@ -282,6 +325,48 @@ impl Keyspace {
     /// Iterates over every node, expired ones included.
     pub fn iter(&self) -> impl Iterator<Item = &KeyNode> {
         self.main.iter().map(|b| &**b)
+    }
+
+    /// Offers up to `n` stored nodes, found from the randomness `r`, to `f`: any key, or
+    /// (`volatile`) keys with a deadline. For eviction sampling.
+    pub fn sample(&self, volatile: bool, r: u64, n: usize, mut f: impl FnMut(&KeyNode)) {
+        if volatile {
+            self.expires.sample(r, n, |e| {
+                if let Some(node) = self.main.get(e.key()) {
+                    f(node);
+                }
+            });
+        } else {
+            self.main.sample(r, n, |node| f(node));
+        }
+    }
+
+    /// Number of keys eviction may pick from: all, or (`volatile`) those with a deadline.
+    pub fn candidates(&self, volatile: bool) -> usize {
+        if volatile {
+            self.expires.len()
+        } else {
+            self.main.len()
+        }
+    }
+
+    /// A random stored key (expired or not), or (`volatile`) one with a deadline.
+    pub fn random_stored(&self, volatile: bool, r: u64) -> Option<Box<[u8]>> {
+        if volatile {
+            self.expires.random(r).map(|e| e.key().into())
+        } else {
+            self.main.random(r).map(|n| n.key().into())
+        }
+    }
+
+    /// The node of `key`, live or past its deadline.
+    pub fn peek_stored(&self, key: &[u8]) -> Option<&KeyNode> {
+        self.main.get(key).map(|n| &**n)
+    }
+
+    /// Whether `key` is stored with a deadline.
+    pub fn has_deadline(&self, key: &[u8]) -> bool {
+        self.main.get(key).is_some_and(|n| n.deadline() != 0)
     }
 
     /// A random live key, trying a few samples past expired ones.

@@ -4,7 +4,8 @@
 //! # Layout
 //!
 //! ```text
-//! offset 0   meta   usize           key length << 1 | 1 if the block has a deadline slot
+//! offset 0   meta   usize           access << 40 | key length << 1 | 1 if the block has a
+//!                                   deadline slot (access: 24 bits of LRU clock or LFU data)
 //!        8   next   Option<Thin<T>> the dict's chain link (one word)
 //!       16   value  T               the payload: a `Value` (24 bytes) in the main dict,
 //!                                   `()` in the expiry index
@@ -33,6 +34,23 @@ use crate::value::Value;
 
 /// `meta` bit: the tail starts with a deadline slot.
 const SLOT_BIT: usize = 1;
+/// Where the 24-bit access field starts in `meta` (Redis's `lru` bits of an object).
+const ACCESS_SHIFT: u32 = 40;
+/// Longest key `meta` can describe (39 bits; Redis caps keys at 512 MB).
+const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 1)) - 1;
+/// The access field's largest value.
+pub const ACCESS_MAX: u32 = (1 << 24) - 1;
+
+const _: () = assert!(
+    usize::BITS == 64,
+    "key nodes pack their meta word for 64-bit targets"
+);
+
+/// The key length in a `meta` word.
+#[inline]
+fn key_len(meta: usize) -> usize {
+    (meta >> 1) & KEY_LEN_MASK
+}
 /// Bytes of the deadline slot.
 const SLOT: usize = 8;
 
@@ -63,7 +81,7 @@ impl<T> Packed<T> {
     /// The key.
     #[inline]
     pub fn key(&self) -> &[u8] {
-        self.tail.get(..self.meta >> 1).unwrap_or_default()
+        self.tail.get(..key_len(self.meta)).unwrap_or_default()
     }
 
     /// The deadline slot, if the node has one.
@@ -71,7 +89,7 @@ impl<T> Packed<T> {
         if self.meta & SLOT_BIT == 0 {
             return None;
         }
-        self.tail.get(self.meta >> 1..)?.first_chunk::<SLOT>()
+        self.tail.get(key_len(self.meta)..)?.first_chunk::<SLOT>()
     }
 
     /// The raw deadline: Unix ms, 0 for none.
@@ -95,10 +113,24 @@ impl<T> Packed<T> {
         at != 0 && at < now
     }
 
+    /// The 24-bit access field: an LRU clock reading or LFU's minutes and counter (see
+    /// [`crate::evict`]).
+    #[inline]
+    pub fn access(&self) -> u32 {
+        (self.meta >> ACCESS_SHIFT) as u32
+    }
+
+    /// Stores the access field (its low 24 bits).
+    #[inline]
+    pub(crate) fn set_access(&mut self, access: u32) {
+        let keep = self.meta & ((1 << ACCESS_SHIFT) - 1);
+        self.meta = keep | ((access & ACCESS_MAX) as usize) << ACCESS_SHIFT;
+    }
+
     /// Stores the raw deadline `at` (0 = none) in place. Returns false, changing nothing, when
     /// that needs a slot this node lacks (then rebuild it with [`Thin::new`]).
     pub(crate) fn try_set_deadline(&mut self, at: u64) -> bool {
-        let (len, has_slot) = (self.meta >> 1, self.meta & SLOT_BIT != 0);
+        let (len, has_slot) = (key_len(self.meta), self.meta & SLOT_BIT != 0);
         match self
             .tail
             .get_mut(len..)
@@ -164,6 +196,12 @@ unsafe impl<T: Sync> Sync for Thin<T> {}
 impl<T> Thin<T> {
     /// A new unlinked node. `deadline` 0 means none, and then the node gets no slot.
     pub fn new(key: &[u8], value: T, deadline: u64) -> Thin<T> {
+        Self::with_access(key, value, deadline, 0)
+    }
+
+    /// [`Thin::new`] with the access field set.
+    pub fn with_access(key: &[u8], value: T, deadline: u64, access: u32) -> Thin<T> {
+        assert!(key.len() <= KEY_LEN_MASK, "key too long for a key node");
         let slot = if deadline != 0 { SLOT } else { 0 };
         let layout = layout::<T>(slot + key.len());
         // SAFETY: `layout` is at least as large as `Prefix<T>`, which holds a usize: not
@@ -173,7 +211,9 @@ impl<T> Thin<T> {
             alloc::handle_alloc_error(layout)
         };
         let prefix = Prefix {
-            meta: key.len() << 1 | usize::from(slot != 0),
+            meta: ((access & ACCESS_MAX) as usize) << ACCESS_SHIFT
+                | key.len() << 1
+                | usize::from(slot != 0),
             next: None,
             value,
         };
@@ -201,7 +241,7 @@ impl<T> Thin<T> {
         // SAFETY: `self.0` points at an initialized prefix (the invariant of `Thin`); this reads
         // one field through the raw pointer, creating no reference.
         let meta = unsafe { (*self.0.as_ptr()).meta };
-        let tail = (meta >> 1) + (meta & SLOT_BIT) * SLOT;
+        let tail = key_len(meta) + (meta & SLOT_BIT) * SLOT;
         // An unsized-to-unsized cast keeps the metadata: `tail` is the length of `Packed::tail`.
         ptr::slice_from_raw_parts_mut(self.0.as_ptr().cast::<u8>(), tail) as *mut Packed<T>
     }
@@ -275,7 +315,7 @@ impl<T> Thin<T> {
         // first `meta >> 1` bytes of the tail, which starts at `tail_offset` inside the block,
         // and nothing mutates it while shared (only `&mut self` could).
         unsafe {
-            let len = (*base).meta >> 1;
+            let len = key_len((*base).meta);
             std::slice::from_raw_parts(base.cast::<u8>().add(tail_offset::<T>()), len)
         }
     }
@@ -338,6 +378,33 @@ mod tests {
                 let (v, d) = n.into_parts();
                 assert_eq!(v, Value::Str(key.clone().into()));
                 assert_eq!(d, if at != 0 { 5 } else { 0 });
+            }
+        }
+    }
+
+    #[test]
+    fn access_field_keeps_key_and_deadline() {
+        for len in [0usize, 1, 7, 300] {
+            let key: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            for at in [0u64, 12345] {
+                let mut n: Node = Thin::with_access(&key, Value::Int(1), at, ACCESS_MAX);
+                assert_eq!(
+                    (n.access(), n.key(), n.deadline()),
+                    (ACCESS_MAX, &key[..], at)
+                );
+                n.set_access(0x12_3456);
+                assert_eq!(
+                    (n.access(), Link::key(&n), n.deadline()),
+                    (0x12_3456, &key[..], at)
+                );
+                n.set_access(u32::MAX);
+                assert_eq!(n.access(), ACCESS_MAX);
+                assert_eq!(n.try_set_deadline(9), at != 0);
+                assert_eq!((n.access(), n.key()), (ACCESS_MAX, &key[..]));
+                assert_eq!(
+                    std::mem::size_of_val::<KeyNode>(&n),
+                    layout::<Value>(len + if at != 0 { 8 } else { 0 }).size()
+                );
             }
         }
     }

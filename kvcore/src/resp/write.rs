@@ -126,6 +126,22 @@ impl<'a> ReplyWriter<'a> {
             .extend_from_slice(if self.resp3() { b"_\r\n" } else { b"*-1\r\n" });
     }
 
+    /// A HELP reply as Redis's `addReplyHelp`: a heading naming `command` (upper case), the
+    /// lines, then the `HELP` entry, each a status line.
+    pub fn help(&mut self, command: &str, lines: &[&str]) {
+        self.array_len(lines.len() + 3);
+        let head = format!(
+            "{} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            command.to_ascii_uppercase()
+        );
+        self.simple(head.as_bytes());
+        for line in lines {
+            self.simple(line.as_bytes());
+        }
+        self.simple(b"HELP");
+        self.simple(b"    Print this help.");
+    }
+
     /// An array header, `*n\r\n`, followed by `n` replies.
     pub fn array_len(&mut self, n: usize) {
         self.framed(b'*', n, None);

@@ -178,6 +178,7 @@ pub async fn run_locked(
         }
         "del" | "unlink" | "exists" | "touch" => {
             let write = spec.has(flags::WRITE);
+            let touch = spec.name == "touch";
             let p = plan(n, (1..args.len()).map(owned));
             lock_all(shard, held, db, &p, write).await;
             let counts = on_each(shard, &p, move |sh, keys| {
@@ -185,6 +186,8 @@ pub async fn run_locked(
                 let mut d = sh.db.borrow_mut();
                 if write {
                     d.del_in(db, &refs)
+                } else if touch {
+                    d.touch_in(db, &refs)
                 } else {
                     d.exists_in(db, &refs)
                 }

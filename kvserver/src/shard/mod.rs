@@ -21,6 +21,7 @@
 
 mod batch;
 mod bufs;
+pub mod evict;
 pub mod locks;
 mod waiters;
 

@@ -6,6 +6,7 @@ mod blocking;
 mod blocking_lists;
 mod collection_rss;
 mod differential;
+mod eviction;
 mod hashes;
 mod hostile;
 mod lazyfree;
