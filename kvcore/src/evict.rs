@@ -321,6 +321,12 @@ impl Db {
         &self.evictor
     }
 
+    /// Whether the last memory check found the store over `maxmemory` with nothing it may
+    /// evict (commands that may grow memory are refused until a check passes).
+    pub fn out_of_memory(&self) -> bool {
+        self.evictor.oom
+    }
+
     /// Whether a command with these flags is refused for memory now (Redis's OOM check).
     #[inline]
     pub(crate) fn refused_for_memory(&self, spec_flags: u32) -> bool {

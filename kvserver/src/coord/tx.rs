@@ -81,6 +81,8 @@ pub struct Multi {
     pub aborted: bool,
     /// A queued command changes the session (SELECT, HELLO, CLIENT ...).
     pub session_changes: bool,
+    /// A queued command may grow memory (refused with the EXEC when out of memory).
+    pub denyoom: bool,
 }
 
 /// The keys a connection watches, and the flag their stores set when one is touched.

@@ -838,6 +838,12 @@ impl<'a> Conn<'a> {
         if exempt {
             return None;
         }
+        if self.shard.db.borrow().out_of_memory() {
+            // Redis refuses every command queued while over maxmemory with nothing to evict.
+            multi.aborted = true;
+            self.out.extend_from_slice(OOM);
+            return Some(Step::Go);
+        }
         if subscribed {
             let name = spec.map_or("", |s| s.name);
             if !pubsub::allowed_when_subscribed(name) {
@@ -848,6 +854,7 @@ impl<'a> Conn<'a> {
             }
         }
         multi.queue.push(args);
+        multi.denyoom |= spec.is_some_and(|s| s.has(flags::DENYOOM));
         multi.session_changes |=
             spec.is_some_and(|s| matches!(s.name, "select" | "hello" | "client" | "auth" | "move"));
         self.entry
@@ -868,6 +875,10 @@ impl<'a> Conn<'a> {
                 .borrow_mut()
                 .dispatch(&mut self.session.clone(), args, &mut err);
             return Some(err);
+        }
+        if self.multi.as_ref().is_some_and(|m| m.denyoom) && self.shard.db.borrow().out_of_memory()
+        {
+            return Some(OOM.to_vec());
         }
         self.subscribed_resp2()
             .then(|| not_in_subscribed_mode(spec.name, args))
@@ -1209,6 +1220,9 @@ async fn remote_execute(shard: &Shard, s: usize, session: &Session, args: &[&[u8
 }
 
 /// Redis's error for a command a RESP2 subscriber may not run.
+/// Redis's reply to a command refused for memory.
+const OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+
 fn not_in_subscribed_mode(name: &str, args: &[&[u8]]) -> Vec<u8> {
     let mut full = name.to_string();
     let containers = [

@@ -255,3 +255,63 @@ fn evictions_raise_keyspace_events() {
         );
     }
 }
+
+/// Redis 7.0.15's bytes for the same sequence: a transaction whose EXEC comes after memory ran
+/// out is discarded with the reason; while out of memory every queued command is refused
+/// (reads and DEL too) and the EXEC aborts.
+#[test]
+fn transactions_out_of_memory_as_redis() {
+    for shards in ["1", "3"] {
+        let server = Server::start(&["--threads", shards]);
+        let mut c = server.client();
+        let () = redis::cmd("SET").arg("a").arg("b").query(&mut c).unwrap();
+        let mut tx = server.raw();
+        tx.write_all(b"MULTI\r\nSET k v\r\n").unwrap();
+        assert_eq!(read_replies(&mut tx, 2), [&b"+OK\r\n"[..], b"+QUEUED\r\n"]);
+        set_config(&mut c, "maxmemory", "1");
+        tx.write_all(b"EXEC\r\nMULTI\r\nGET a\r\nDEL a\r\nEXEC\r\nCONFIG SET maxmemory 0\r\n")
+            .unwrap();
+        let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+        let expected = [
+            format!("-EXECABORT Transaction discarded because of: {oom}\r\n"),
+            "+OK\r\n".into(),
+            format!("-{oom}\r\n"),
+            format!("-{oom}\r\n"),
+            "-EXECABORT Transaction discarded because of previous errors.\r\n".into(),
+            "+OK\r\n".into(),
+        ];
+        let got: Vec<String> = read_replies(&mut tx, 6)
+            .into_iter()
+            .map(|r| String::from_utf8(r).unwrap())
+            .collect();
+        assert_eq!(got, expected, "{shards} shards");
+    }
+}
+
+/// Evicting a big collection hands it to the background freeing thread (INFO
+/// `lazyfreed_objects`), as DEL does, so the shard does not stall on its frees.
+#[test]
+fn evicting_a_big_collection_frees_it_in_the_background() {
+    let server = Server::start(&["--threads", "1"]);
+    let mut c = server.client();
+    for chunk in (0..200_000).collect::<Vec<u32>>().chunks(10_000) {
+        let _: i64 = redis::cmd("SADD")
+            .arg("big")
+            .arg(chunk)
+            .query(&mut c)
+            .unwrap();
+    }
+    set_config(&mut c, "maxmemory-policy", "allkeys-random");
+    set_config(&mut c, "maxmemory", "1");
+    let start = std::time::Instant::now();
+    while info_field(&mut c, "stats", "lazyfreed_objects") == 0 {
+        assert!(
+            start.elapsed().as_secs() < 10,
+            "the set was never freed in the background"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(info_field(&mut c, "stats", "evicted_keys"), 1);
+    let n: i64 = redis::cmd("EXISTS").arg("big").query(&mut c).unwrap();
+    assert_eq!(n, 0);
+}
