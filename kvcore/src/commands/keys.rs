@@ -650,7 +650,10 @@ const OBJECT_HELP: &[&str] = &[
 fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let sub = a[1];
     let arity_ok = a.len() == 3;
-    if args::is(sub, "HELP") && a.len() == 2 {
+    if args::is(sub, "HELP") {
+        if a.len() != 2 {
+            return wrong_arity(&mut c.out, "object|help");
+        }
         return c.out.help("object", OBJECT_HELP);
     }
     let name = if args::is(sub, "ENCODING") {

@@ -358,8 +358,18 @@ pub static KEYS: &[Gen] = &[
     },
     |r| {
         // Not REFCOUNT: Redis's count depends on object sharing (COPY unshares an integer).
-        let sub = r.pick(&["ENCODING", "encoding", "NOSUCH"]);
+        // FREQ is refused under the default policy (noeviction). Not IDLETIME yet: a 120 s
+        // run found a key idle 46 s on Redis and 0 with us, so some command records an access
+        // that Redis's does not (not reproduced on a short replay); see the closing note.
+        let sub = r.pick(&["ENCODING", "encoding", "NOSUCH", "FREQ", "freq"]);
         vec![word("OBJECT"), word(sub), key(r)]
+    },
+    |r| {
+        let mut c = vec![word("OBJECT"), word(r.pick(&["HELP", "help"]))];
+        if r.chance(20) {
+            c.push(key(r));
+        }
+        c
     },
 ];
 
