@@ -465,7 +465,7 @@ fn memory(c: &mut Ctx<'_>, a: &[&[u8]]) {
             _ => return reply_err(&mut c.out, OpError::Syntax),
         }
         let now = c.db.now;
-        match c.db.dbs[c.session.db].get(a[2], now) {
+        match c.db.dbs[c.session.db].get_untouched(a[2], now) {
             Some(n) => c.out.int(n.mem_bytes() as i64),
             None => c.out.null(),
         }

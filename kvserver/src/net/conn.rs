@@ -1219,10 +1219,10 @@ async fn remote_execute(shard: &Shard, s: usize, session: &Session, args: &[&[u8
         .await
 }
 
-/// Redis's error for a command a RESP2 subscriber may not run.
 /// Redis's reply to a command refused for memory.
 const OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
 
+/// Redis's error for a command a RESP2 subscriber may not run.
 fn not_in_subscribed_mode(name: &str, args: &[&[u8]]) -> Vec<u8> {
     let mut full = name.to_string();
     let containers = [
