@@ -271,7 +271,25 @@ pub trait MemoryBudget {
     fn publish(&self, best: Option<u64>) {
         let _ = best;
     }
+
+    /// Rounds of sampling (`maxmemory-samples` keys each) this store owes for keys evicted by
+    /// other stores since it last asked, at most `max` (older debt is forgotten).
+    ///
+    /// One process samples its whole keyspace once per eviction. Split in stores, a store
+    /// whose keys are not being evicted would otherwise sample only when it happens to find
+    /// memory over the limit, keep a stale pool, publish a poor best score and never be asked
+    /// to evict its idle keys. Paying its share of the sampling (one round per eviction
+    /// elsewhere, divided by the number of stores) keeps every store's best score as fresh
+    /// as one process's pool.
+    fn sampling_owed(&self, max: u32) -> u32 {
+        let _ = max;
+        0
+    }
 }
+
+/// Most sampling rounds a store catches up on at one clock refresh (see
+/// [`MemoryBudget::sampling_owed`]).
+const MAX_CATCH_UP_ROUNDS: u32 = 32;
 
 /// What [`Db::evict`] achieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,6 +356,9 @@ impl Db {
     /// one budget read when under it.
     pub fn evict(&mut self) -> Eviction {
         let limit = self.config.maxmemory as usize;
+        if limit != 0 {
+            self.catch_up_sampling();
+        }
         let outcome = match &self.budget {
             Some(b) if limit != 0 && b.used() > limit => self.evict_over(limit),
             _ => Eviction::Ok,
@@ -475,6 +496,27 @@ impl Db {
             }
         }
         None
+    }
+
+    /// Samples the rounds owed for evictions in other stores and publishes the best score.
+    fn catch_up_sampling(&mut self) {
+        let policy = self.config.policy;
+        if policy == Policy::NoEviction || policy.random() {
+            return;
+        }
+        let rounds = self
+            .budget
+            .as_ref()
+            .map_or(0, |b| b.sampling_owed(MAX_CATCH_UP_ROUNDS));
+        if rounds == 0 {
+            return;
+        }
+        for _ in 0..rounds {
+            self.populate_pool(policy);
+        }
+        if let Some(b) = &self.budget {
+            b.publish(self.evictor.pool.best());
+        }
     }
 
     /// When memory is within 10% of the limit, samples this store's candidates and publishes
