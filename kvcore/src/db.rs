@@ -26,6 +26,30 @@ pub struct Session {
     pub authenticated: bool,
     /// Set by QUIT: the server closes the connection after sending the reply.
     pub close_after_reply: bool,
+    /// CLIENT NO-TOUCH: lookups leave the keys' access data alone (except TOUCH's).
+    pub no_touch: bool,
+    /// CLIENT NO-EVICT (accepted and shown; there is no client eviction).
+    pub no_evict: bool,
+    /// CLIENT REPLY OFF: replies are dropped until CLIENT REPLY ON.
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP was sent: the next command's reply is to be dropped (Redis's
+    /// CLIENT_REPLY_SKIP_NEXT; the host moves it to `reply_skip_now` for that command).
+    pub reply_skip: bool,
+    /// The reply of the command running now is dropped (Redis's CLIENT_REPLY_SKIP).
+    pub reply_skip_now: bool,
+    /// CLIENT SETINFO LIB-NAME.
+    pub lib_name: Option<Vec<u8>>,
+    /// CLIENT SETINFO LIB-VER.
+    pub lib_ver: Option<Vec<u8>>,
+}
+
+impl Session {
+    /// Whether some reply is to be dropped (CLIENT REPLY OFF or SKIP): the host then checks
+    /// each command's reply.
+    #[inline]
+    pub fn reply_quiet(&self) -> bool {
+        self.reply_off || self.reply_skip || self.reply_skip_now
+    }
 }
 
 impl Default for Session {
@@ -37,6 +61,13 @@ impl Default for Session {
             name: None,
             authenticated: false,
             close_after_reply: false,
+            no_touch: false,
+            no_evict: false,
+            reply_off: false,
+            reply_skip: false,
+            reply_skip_now: false,
+            lib_name: None,
+            lib_ver: None,
         }
     }
 }
@@ -115,6 +146,8 @@ pub struct Db {
     pub(crate) evictor: crate::evict::Evictor,
     /// The access mode the keyspaces were last given.
     access: crate::evict::AccessMode,
+    /// Whether the keyspaces were last told not to record accesses (CLIENT NO-TOUCH).
+    no_touch: bool,
 }
 
 impl Default for Db {
@@ -156,6 +189,7 @@ impl Db {
             budget: None,
             evictor: crate::evict::Evictor::default(),
             access: crate::evict::AccessMode::Lru,
+            no_touch: false,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -182,6 +216,13 @@ impl Db {
         self.sync_access();
         if self.config.maxmemory != 0 || self.evictor.oom {
             self.evict();
+        }
+    }
+
+    fn set_no_touch(&mut self, no_touch: bool) {
+        self.no_touch = no_touch;
+        for ks in &mut self.dbs {
+            ks.no_touch = no_touch;
         }
     }
 
@@ -267,6 +308,10 @@ impl Db {
             return;
         }
         self.stats.commands += 1;
+        let no_touch = session.no_touch && spec.name != "touch";
+        if no_touch != self.no_touch {
+            self.set_no_touch(no_touch);
+        }
         let mut ctx = Ctx {
             db: self,
             session,

@@ -24,7 +24,10 @@ pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
         "info" | "swapdb" => true,
         "client" => {
-            args.len() >= 2 && (is(args[1], "LIST") || is(args[1], "INFO") || is(args[1], "KILL"))
+            args.len() >= 2
+                && ["LIST", "INFO", "KILL", "PAUSE", "UNPAUSE"]
+                    .iter()
+                    .any(|s| is(args[1], s))
         }
         "config" => n > 1 && args.len() >= 2 && (is(args[1], "SET") || is(args[1], "RESETSTAT")),
         _ => n > 1 && spec.has(flags::ALL_KEYS),
@@ -255,16 +258,117 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
         return w.verbatim(b"txt", line.as_bytes());
     }
     if is(sub, "LIST") {
-        let clients = lock(&g.clients);
-        let mut text = String::new();
-        for e in clients.values() {
+        return client_list(g, args, w);
+    }
+    if is(sub, "PAUSE") {
+        return client_pause(g, args, w);
+    }
+    if is(sub, "UNPAUSE") {
+        if args.len() != 2 {
+            return wrong(w, "client|unpause");
+        }
+        g.unpause();
+        return w.ok();
+    }
+    client_kill(g, me, args, w)
+}
+
+/// The kind of client a TYPE filter names: `Some(true)` subscribed, `Some(false)` normal,
+/// `None` masters and replicas (there are none yet); `Err` for an unknown name.
+fn client_type(name: &[u8]) -> Result<Option<bool>, Vec<u8>> {
+    match name.to_ascii_lowercase().as_slice() {
+        b"pubsub" => Ok(Some(true)),
+        b"normal" => Ok(Some(false)),
+        b"master" | b"replica" | b"slave" => Ok(None),
+        _ => {
+            let mut m = b"ERR Unknown client type '".to_vec();
+            m.extend_from_slice(name);
+            m.push(b'\'');
+            Err(m)
+        }
+    }
+}
+
+/// CLIENT LIST [TYPE type | ID id ...].
+fn client_list(g: &crate::global::Global, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+    let mut text = String::new();
+    if args.len() == 4 && is(args[2], "TYPE") {
+        let kind = match client_type(args[3]) {
+            Ok(k) => k,
+            Err(m) => return w.error(&m),
+        };
+        for e in lock(&g.clients).values() {
+            if kind.is_some_and(|pubsub| e.is_pubsub() == pubsub) {
+                text.push_str(&e.line());
+                text.push('\n');
+            }
+        }
+    } else if args.len() > 3 && is(args[2], "ID") {
+        let mut ids = Vec::with_capacity(args.len() - 3);
+        for a in &args[3..] {
+            match std::str::from_utf8(a)
+                .ok()
+                .and_then(|t| t.parse::<i64>().ok())
+            {
+                Some(id) => ids.push(id),
+                None => return w.error(b"ERR Invalid client ID"),
+            }
+        }
+        for id in ids {
+            if let Some(e) = u64::try_from(id).ok().and_then(|id| g.client(id)) {
+                text.push_str(&e.line());
+                text.push('\n');
+            }
+        }
+    } else if args.len() != 2 {
+        return w.error(b"ERR syntax error");
+    } else {
+        for e in lock(&g.clients).values() {
             text.push_str(&e.line());
             text.push('\n');
         }
-        return w.verbatim(b"txt", text.as_bytes());
     }
-    // CLIENT KILL addr:port (old form) or CLIENT KILL <filter> <value> ...
+    w.verbatim(b"txt", text.as_bytes());
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL].
+fn client_pause(g: &crate::global::Global, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+    if !(3..=4).contains(&args.len()) {
+        return wrong(w, "client|pause");
+    }
+    let mut all = true;
+    if args.len() == 4 {
+        if is(args[3], "WRITE") {
+            all = false;
+        } else if !is(args[3], "ALL") {
+            return w.error(b"ERR CLIENT PAUSE mode must be WRITE or ALL");
+        }
+    }
+    let ms = match std::str::from_utf8(args[2])
+        .ok()
+        .and_then(|t| t.parse::<i64>().ok())
+    {
+        Some(ms) if ms < 0 => return w.error(b"ERR timeout is negative"),
+        Some(ms) => ms as u64,
+        None => return w.error(b"ERR timeout is not an integer or out of range"),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    g.pause(now.saturating_add(ms).max(1), all);
+    w.ok()
+}
+
+/// CLIENT KILL addr, or CLIENT KILL with filters (ID, TYPE, USER, ADDR, LADDR, SKIPME, MAXAGE),
+/// parsed in order as Redis does.
+fn client_kill(
+    g: &crate::global::Global,
+    me: &ClientEntry,
+    args: &[&[u8]],
+    w: &mut ReplyWriter<'_>,
+) {
     if args.len() == 3 {
+        // The old form: one address, and a client may kill itself.
         let target = String::from_utf8_lossy(args[2]).into_owned();
         let n = g.kill(|e| e.addr.to_string() == target);
         return if n > 0 {
@@ -273,49 +377,67 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
             w.error(b"ERR No such client")
         };
     }
-    if args.len() < 3 || args.len() % 2 != 0 {
+    if args.len() < 3 {
         return w.error(b"ERR syntax error");
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
-    // TYPE: Some(true) subscribed clients, Some(false) the others.
-    let mut pubsub: Option<bool> = None;
-    for f in args[2..].chunks_exact(2) {
-        let v = String::from_utf8_lossy(f[1]).into_owned();
-        if is(f[0], "ID") {
-            match v.parse::<u64>() {
-                Ok(i) => id = Some(i),
-                Err(_) => return w.error(b"ERR client-id should be greater than 0"),
+    let mut max_age: Option<u64> = None;
+    // TYPE: Some(Some(true)) subscribed clients, Some(Some(false)) the others, Some(None)
+    // masters and replicas (none yet).
+    let mut kind: Option<Option<bool>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let (opt, Some(&value)) = (args[i], args.get(i + 1)) else {
+            return w.error(b"ERR syntax error");
+        };
+        let v = String::from_utf8_lossy(value).into_owned();
+        if is(opt, "ID") {
+            match v.parse::<i64>() {
+                Ok(n) if n >= 1 => id = Some(n as u64),
+                _ => return w.error(b"ERR client-id should be greater than 0"),
             }
-        } else if is(f[0], "ADDR") {
+        } else if is(opt, "MAXAGE") {
+            match v.parse::<i64>() {
+                Ok(n) if n > 0 => max_age = Some(n as u64),
+                Ok(_) => return w.error(b"ERR maxage should be greater than 0"),
+                Err(_) => return w.error(b"ERR maxage is not an integer or out of range"),
+            }
+        } else if is(opt, "TYPE") {
+            match client_type(value) {
+                Ok(k) => kind = Some(k),
+                Err(m) => return w.error(&m),
+            }
+        } else if is(opt, "ADDR") {
             addr = Some(v);
-        } else if is(f[0], "LADDR") {
+        } else if is(opt, "LADDR") {
             laddr = Some(v);
-        } else if is(f[0], "TYPE") {
-            pubsub = match v.to_ascii_lowercase().as_str() {
-                "pubsub" => Some(true),
-                "normal" => Some(false),
-                // No replicas or masters yet: nobody is of these types.
-                "master" | "replica" | "slave" => return w.int(0),
-                _ => {
-                    let m = format!("ERR Unknown client type '{v}'");
-                    return w.error(m.as_bytes());
-                }
-            };
-        } else if is(f[0], "SKIPME") {
-            skipme = match v.as_str() {
-                "yes" => true,
-                "no" => false,
-                _ => return w.error(b"ERR syntax error"),
+        } else if is(opt, "USER") {
+            // One user exists: `default`, whom every client is.
+            if value != b"default" {
+                let mut m = b"ERR No such user '".to_vec();
+                m.extend_from_slice(value);
+                m.push(b'\'');
+                return w.error(&m);
+            }
+        } else if is(opt, "SKIPME") {
+            skipme = if is(value, "YES") {
+                true
+            } else if is(value, "NO") {
+                false
+            } else {
+                return w.error(b"ERR syntax error");
             };
         } else {
             return w.error(b"ERR syntax error");
         }
+        i += 2;
     }
     let n = g.kill(|e| {
         id.is_none_or(|i| e.id == i)
-            && pubsub.is_none_or(|p| e.is_pubsub() == p)
+            && kind.is_none_or(|k| k.is_some_and(|pubsub| e.is_pubsub() == pubsub))
             && addr.as_ref().is_none_or(|a| e.addr.to_string() == *a)
             && laddr.as_ref().is_none_or(|a| e.laddr.to_string() == *a)
+            && max_age.is_none_or(|m| e.created.elapsed().as_secs() >= m)
             && !(skipme && e.id == me.id)
     });
     w.int(n as i64);

@@ -41,7 +41,21 @@ pub struct ClientEntry {
     pub ssub: AtomicU32,
     /// Commands queued in MULTI, or -1 outside of one.
     pub multi: AtomicI64,
+    /// Keys watched.
+    pub watch: AtomicU32,
+    /// [`NO_EVICT`] and [`NO_TOUCH`] bits (CLIENT NO-EVICT, CLIENT NO-TOUCH).
+    pub modes: AtomicU32,
+    /// CLIENT SETINFO LIB-NAME and LIB-VER.
+    pub lib: Mutex<LibInfo>,
 }
+
+/// A client library's name and version (CLIENT SETINFO), each unset until given.
+pub type LibInfo = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// [`ClientEntry::modes`] bit: CLIENT NO-EVICT ON.
+pub const NO_EVICT: u32 = 1;
+/// [`ClientEntry::modes`] bit: CLIENT NO-TOUCH ON.
+pub const NO_TOUCH: u32 = 2;
 
 impl ClientEntry {
     /// A new entry with no name, no subscriptions and no transaction.
@@ -60,6 +74,9 @@ impl ClientEntry {
             psub: AtomicU32::new(0),
             ssub: AtomicU32::new(0),
             multi: AtomicI64::new(-1),
+            watch: AtomicU32::new(0),
+            modes: AtomicU32::new(0),
+            lib: Mutex::new((None, None)),
         }
     }
 
@@ -80,6 +97,13 @@ impl ClientEntry {
         if self.multi.load(Ordering::Relaxed) >= 0 {
             f.push('x');
         }
+        let modes = self.modes.load(Ordering::Relaxed);
+        if modes & NO_EVICT != 0 {
+            f.push('e');
+        }
+        if modes & NO_TOUCH != 0 {
+            f.push('T');
+        }
         if f.is_empty() {
             f.push('N');
         }
@@ -89,8 +113,11 @@ impl ClientEntry {
     /// The CLIENT LIST / CLIENT INFO line of this client (without the newline).
     pub fn line(&self) -> String {
         let name = lock(&self.name).clone().unwrap_or_default();
+        let (lib_name, lib_ver) = lock(&self.lib).clone();
+        let text =
+            |v: Option<Vec<u8>>| String::from_utf8_lossy(&v.unwrap_or_default()).into_owned();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -103,8 +130,11 @@ impl ClientEntry {
             self.psub.load(Ordering::Relaxed),
             self.ssub.load(Ordering::Relaxed),
             self.multi.load(Ordering::Relaxed),
+            self.watch.load(Ordering::Relaxed),
             lock(&self.last_cmd),
             self.resp.load(Ordering::Relaxed),
+            text(lib_name),
+            text(lib_ver),
         )
     }
 }
@@ -136,6 +166,12 @@ pub struct Global {
     pub shutdown: Arc<AtomicBool>,
     /// The port actually bound (differs from the option when it was 0).
     pub port: AtomicU16,
+    /// CLIENT PAUSE: when it ends (Unix ms; 0 = no pause).
+    pub pause_end: AtomicU64,
+    /// CLIENT PAUSE ... ALL (else only commands that may write are held).
+    pub pause_all: AtomicBool,
+    /// Woken by CLIENT UNPAUSE.
+    pub unpaused: tokio::sync::Notify,
 }
 
 impl Global {
@@ -152,6 +188,9 @@ impl Global {
             pops_in_flight: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),
+            pause_end: AtomicU64::new(0),
+            pause_all: AtomicBool::new(false),
+            unpaused: tokio::sync::Notify::new(),
         }
     }
 
@@ -172,6 +211,25 @@ impl Global {
     }
 
     /// Shuts down the sockets of the clients `pick` selects; returns how many.
+    /// CLIENT PAUSE: holds every command (`all`) or those that may write until `end` (Unix
+    /// ms). As Redis, the mode is replaced and the end only moves later.
+    pub fn pause(&self, end: u64, all: bool) {
+        self.pause_all.store(all, Ordering::Relaxed);
+        self.pause_end.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// CLIENT UNPAUSE.
+    pub fn unpause(&self) {
+        self.pause_end.store(0, Ordering::Release);
+        self.pause_all.store(false, Ordering::Relaxed);
+        self.unpaused.notify_waiters();
+    }
+
+    /// The client with this id.
+    pub fn client(&self, id: u64) -> Option<Arc<ClientEntry>> {
+        lock(&self.clients).get(&id).cloned()
+    }
+
     pub fn kill(&self, mut pick: impl FnMut(&ClientEntry) -> bool) -> usize {
         let clients = lock(&self.clients);
         let mut n = 0;

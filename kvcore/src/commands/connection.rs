@@ -188,6 +188,11 @@ fn reset(c: &mut Ctx<'_>, _a: &[&[u8]]) {
     c.session.db = 0;
     c.session.proto = Proto::Resp2;
     c.session.name = None;
+    // Not LIB-NAME and LIB-VER: they still describe the client's library.
+    c.session.no_touch = false;
+    c.session.no_evict = false;
+    c.session.reply_off = false;
+    c.session.reply_skip = false;
     c.session.authenticated = c.db.config.requirepass.is_empty();
     c.out.proto = Proto::Resp2;
     c.out.simple(b"RESET");
@@ -217,7 +222,130 @@ fn client(c: &mut Ctx<'_>, a: &[&[u8]]) {
             Some(n) => c.out.bulk(n),
             None => c.out.null(),
         }
+    } else if args::is(sub, "SETINFO") {
+        if a.len() != 4 {
+            return wrong_arity(&mut c.out, "client|setinfo");
+        }
+        let slot = if args::is(a[2], "LIB-NAME") {
+            &mut c.session.lib_name
+        } else if args::is(a[2], "LIB-VER") {
+            &mut c.session.lib_ver
+        } else {
+            let mut m = b"ERR Unrecognized option '".to_vec();
+            m.extend_from_slice(a[2]);
+            m.push(b'\'');
+            return c.out.error(&super::sanitize(m));
+        };
+        // Redis's validateClientAttr: CLIENT LIST must stay splittable on spaces.
+        if a[3].iter().any(|b| !(b'!'..=b'~').contains(b)) {
+            let mut m = b"ERR ".to_vec();
+            m.extend_from_slice(a[2]);
+            m.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
+            return c.out.error(&super::sanitize(m));
+        }
+        *slot = (!a[3].is_empty()).then(|| a[3].to_vec());
+        c.out.ok();
+    } else if args::is(sub, "NO-EVICT") || args::is(sub, "NO-TOUCH") {
+        let name = if args::is(sub, "NO-EVICT") {
+            "client|no-evict"
+        } else {
+            "client|no-touch"
+        };
+        if a.len() != 3 {
+            return wrong_arity(&mut c.out, name);
+        }
+        let on = if args::is(a[2], "ON") {
+            true
+        } else if args::is(a[2], "OFF") {
+            false
+        } else {
+            return c.out.error(b"ERR syntax error");
+        };
+        if name == "client|no-evict" {
+            c.session.no_evict = on;
+        } else {
+            c.session.no_touch = on;
+        }
+        c.out.ok();
+    } else if args::is(sub, "REPLY") {
+        if a.len() != 3 {
+            return wrong_arity(&mut c.out, "client|reply");
+        }
+        // OFF and SKIP answer nothing (the host drops replies while they hold).
+        if args::is(a[2], "ON") {
+            c.session.reply_off = false;
+            c.session.reply_skip_now = false;
+            c.out.ok();
+        } else if args::is(a[2], "OFF") {
+            c.session.reply_off = true;
+        } else if args::is(a[2], "SKIP") {
+            if !c.session.reply_off {
+                c.session.reply_skip = true;
+            }
+        } else {
+            c.out.error(b"ERR syntax error");
+        }
+    } else if args::is(sub, "HELP") && a.len() == 2 {
+        c.out.help("client", CLIENT_HELP);
     } else {
         unknown_subcommand(&mut c.out, "client", sub);
     }
 }
+
+const CLIENT_HELP: &[&str] = &[
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "    * ID <client-id>",
+    "      Kill connections by client id.",
+    "    * MAXAGE <maxage>",
+    "      Kill connections older than the specified age.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are:",
+    "    * LIB-NAME: the client lib name.",
+    "    * LIB-VER: the client lib version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Will not touch LRU/LFU stats when this mode is on.",
+];

@@ -83,6 +83,8 @@ pub struct Multi {
     pub session_changes: bool,
     /// A queued command may grow memory (refused with the EXEC when out of memory).
     pub denyoom: bool,
+    /// A queued command writes (EXEC waits out a CLIENT PAUSE WRITE).
+    pub writes: bool,
 }
 
 /// The keys a connection watches, and the flag their stores set when one is touched.

@@ -30,7 +30,7 @@ use tokio::net::TcpStream;
 
 use crate::coord::tx::{self, Multi, Watches};
 use crate::coord::{blocking, multi, route};
-use crate::global::{lock, ClientEntry};
+use crate::global::{self, lock, ClientEntry};
 use crate::pubsub::{self, Subscriptions};
 use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
 use crate::{admin, log};
@@ -448,6 +448,21 @@ impl<'a> Conn<'a> {
             if args.is_empty() {
                 continue;
             }
+            if self.shard.global.pause_end.load(Ordering::Relaxed) != 0 {
+                self.wait_out_pause(stream, &args).await?;
+            }
+            // CLIENT REPLY OFF or SKIP: this command's reply may be dropped.
+            let quiet = if self.session.reply_quiet() {
+                // A SKIP before this command applies to it (Redis moves SKIP_NEXT to SKIP
+                // after the SKIP command; nothing runs in between).
+                if std::mem::take(&mut self.session.reply_skip) {
+                    self.session.reply_skip_now = true;
+                }
+                self.resolve().await;
+                Some(self.out.len())
+            } else {
+                None
+            };
             let step = match self.try_now(&args) {
                 Some(step) => step,
                 None => {
@@ -455,6 +470,15 @@ impl<'a> Conn<'a> {
                     Box::pin(self.command(stream, &args, room)).await?
                 }
             };
+            if let Some(mark) = quiet {
+                self.resolve().await;
+                // As Redis decides when the reply is added: after the command changed the
+                // flags (CLIENT REPLY ON's own +OK is sent).
+                if self.session.reply_off || self.session.reply_skip_now {
+                    self.out.truncate(mark);
+                }
+                self.session.reply_skip_now = false;
+            }
             match step {
                 Step::Go => {}
                 Step::Close => {
@@ -482,6 +506,47 @@ impl<'a> Conn<'a> {
         self.resolve().await;
         input.start = pos;
         Ok(close)
+    }
+
+    /// CLIENT PAUSE: holds this command while a pause covers it (every command, or one that
+    /// may write), after sending the replies of the commands before it.
+    async fn wait_out_pause(
+        &mut self,
+        stream: &mut TcpStream,
+        args: &[&[u8]],
+    ) -> std::io::Result<()> {
+        let g = &self.shard.global;
+        let queued_writes = self.multi.as_ref().is_some_and(|m| m.writes);
+        let writes = commands::lookup(args[0]).is_some_and(|s| {
+            s.has(flags::WRITE)
+                || matches!(s.name, "publish" | "spublish" | "pfcount")
+                || (s.name == "exec" && queued_writes)
+        });
+        loop {
+            let end = g.pause_end.load(Ordering::Acquire);
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            if end == 0 || now >= end {
+                if end != 0 {
+                    // Over: whoever sees it first clears it (unless a new pause moved it).
+                    let _ =
+                        g.pause_end
+                            .compare_exchange(end, 0, Ordering::AcqRel, Ordering::Relaxed);
+                }
+                return Ok(());
+            }
+            if !g.pause_all.load(Ordering::Relaxed) && !writes {
+                return Ok(());
+            }
+            self.resolve().await;
+            self.write_out(stream).await?;
+            let unpaused = g.unpaused.notified();
+            tokio::select! {
+                _ = unpaused => {}
+                _ = tokio::time::sleep(std::time::Duration::from_millis(end - now)) => {}
+            }
+        }
     }
 
     /// Collects the replies of commands sent to other shards, in the client's order.
@@ -570,7 +635,7 @@ impl<'a> Conn<'a> {
     fn queue_remote(&mut self, s: usize, args: &[&[u8]]) {
         (self.hop_to, self.hops) = (s, if s == self.hop_to { self.hops + 1 } else { 1 });
         self.pend.active = true;
-        self.pend.batches[s].push(args, self.session.db, self.session.proto);
+        self.pend.batches[s].push(args, self.session);
         self.pend
             .segs
             .push(Seg::Remote(s, self.pend.batches[s].len() - 1));
@@ -855,6 +920,7 @@ impl<'a> Conn<'a> {
         }
         multi.queue.push(args);
         multi.denyoom |= spec.is_some_and(|s| s.has(flags::DENYOOM));
+        multi.writes |= spec.is_some_and(|s| s.has(flags::WRITE));
         multi.session_changes |=
             spec.is_some_and(|s| matches!(s.name, "select" | "hello" | "client" | "auth" | "move"));
         self.entry
@@ -947,6 +1013,9 @@ impl<'a> Conn<'a> {
                 } else {
                     let w = self.watches.get_or_insert_with(Box::default);
                     tx::watch(shard, self.session.id, self.session.db, &args[1..], w).await;
+                    self.entry
+                        .watch
+                        .store(w.keys.len() as u32, Ordering::Relaxed);
                     self.out.extend_from_slice(b"+OK\r\n");
                 }
             }
@@ -981,6 +1050,7 @@ impl<'a> Conn<'a> {
         if let Some(mut w) = self.watches.take() {
             tx::unwatch_all(self.shard, self.session.id, &mut w).await;
         }
+        self.entry.watch.store(0, Ordering::Relaxed);
     }
 
     /// EXEC: runs the queued commands as one, or answers why not.
@@ -1176,6 +1246,17 @@ impl<'a> Conn<'a> {
             Ordering::Relaxed,
         );
         *lock(&entry.name) = session.name.clone();
+        *lock(&entry.lib) = (session.lib_name.clone(), session.lib_ver.clone());
+        let modes = if session.no_evict {
+            global::NO_EVICT
+        } else {
+            0
+        } | if session.no_touch {
+            global::NO_TOUCH
+        } else {
+            0
+        };
+        entry.modes.store(modes, Ordering::Relaxed);
         if let Some(s) = &self.subs {
             s.set_proto(session.proto);
         }

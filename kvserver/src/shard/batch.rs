@@ -1,24 +1,34 @@
 //! A client's commands for another shard, flattened, and their replies.
 
 use kvcore::resp::Proto;
+use kvcore::Session;
 
 /// Commands for one shard, flattened into one buffer: one allocation per batch, not per command.
 #[derive(Default)]
 pub struct RemoteBatch {
     pub(super) data: Vec<u8>,
     pub(super) arg_lens: Vec<u32>,
-    pub(super) cmds: Vec<(u32, u32, bool)>, // (argc, db, resp3)
+    pub(super) cmds: Vec<(u32, u32, u8)>, // (argc, db, RESP3 | NO_TOUCH bits)
 }
 
+/// [`RemoteBatch`] command bit: the client speaks RESP3.
+pub(super) const RESP3: u8 = 1;
+/// [`RemoteBatch`] command bit: the client is in CLIENT NO-TOUCH mode.
+pub(super) const NO_TOUCH: u8 = 2;
+
 impl RemoteBatch {
-    /// Appends one command.
-    pub fn push(&mut self, args: &[&[u8]], db: usize, proto: Proto) {
+    /// Appends one command of a client with this session.
+    pub fn push(&mut self, args: &[&[u8]], session: &Session) {
         for a in args {
             self.data.extend_from_slice(a);
             self.arg_lens.push(a.len() as u32);
         }
-        self.cmds
-            .push((args.len() as u32, db as u32, proto == Proto::Resp3));
+        let bits = if session.proto == Proto::Resp3 {
+            RESP3
+        } else {
+            0
+        } | if session.no_touch { NO_TOUCH } else { 0 };
+        self.cmds.push((args.len() as u32, session.db as u32, bits));
     }
 
     /// Number of commands.

@@ -366,7 +366,7 @@ impl Shard {
         };
         self.db.borrow_mut().refresh_clock();
         let (mut off, mut arg) = (0usize, 0usize);
-        for &(argc, db, resp3) in &batch.cmds {
+        for &(argc, db, bits) in &batch.cmds {
             let mut args: SmallVec<[&[u8]; 16]> = SmallVec::new();
             for _ in 0..argc {
                 let len = batch.arg_lens[arg] as usize;
@@ -375,7 +375,12 @@ impl Shard {
                 arg += 1;
             }
             session.db = db as usize;
-            session.proto = if resp3 { Proto::Resp3 } else { Proto::Resp2 };
+            session.proto = if bits & batch::RESP3 != 0 {
+                Proto::Resp3
+            } else {
+                Proto::Resp2
+            };
+            session.no_touch = bits & batch::NO_TOUCH != 0;
             self.run_local(&mut session, &args, &mut reply.out).await;
             reply.ends.push(reply.out.len() as u32);
         }

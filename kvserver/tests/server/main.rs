@@ -4,6 +4,7 @@
 mod basics;
 mod blocking;
 mod blocking_lists;
+mod clients;
 mod collection_rss;
 mod differential;
 mod eviction;
