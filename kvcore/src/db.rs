@@ -102,6 +102,10 @@ pub struct HostInfo {
     pub used_memory: Option<u64>,
     /// Resident set size, if known.
     pub rss: Option<u64>,
+    /// The most [`HostInfo::used_memory`] seen, if the host tracks it.
+    pub peak_memory: Option<u64>,
+    /// [`HostInfo::used_memory`] once the server had started, if the host knows it.
+    pub startup_memory: Option<u64>,
     /// Number of shards serving the keyspace.
     pub shards: usize,
 }

@@ -23,6 +23,7 @@ fn is(a: &[u8], name: &str) -> bool {
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
         "info" | "swapdb" => true,
+        "memory" => args.len() == 2 && ["STATS", "DOCTOR", "PURGE"].iter().any(|s| is(args[1], s)),
         "client" => {
             args.len() >= 2
                 && ["LIST", "INFO", "KILL", "PAUSE", "UNPAUSE"]
@@ -90,7 +91,9 @@ pub async fn run(
             d.host.moved_connections = g.moved_connections.load(Ordering::Relaxed);
             d.host.blocked_clients = g.blocked_clients.load(Ordering::Relaxed);
             d.host.tcp_port = g.port.load(Ordering::Relaxed);
-            d.host.used_memory = Some(crate::alloc::allocated() as u64);
+            d.host.used_memory = Some(crate::alloc::sample_peak() as u64);
+            d.host.peak_memory = Some(crate::alloc::peak() as u64);
+            d.host.startup_memory = Some(crate::alloc::startup() as u64);
             d.host.rss = rss_bytes();
             d.host.shards = shard.n;
             d.info_with(&args[1..], &agg)
@@ -100,6 +103,30 @@ pub async fn run(
     }
     if is(name, "CLIENT") {
         client(shard, me, args, &mut w);
+        return false;
+    }
+    if is(name, "MEMORY") {
+        if is(args[1], "PURGE") {
+            everywhere(shard, |_| crate::alloc::purge()).await;
+            w.ok();
+            return false;
+        }
+        let parts = everywhere(shard, |sh| sh.db.borrow().shard_stats()).await;
+        let mut agg = ShardStats::default();
+        for p in &parts {
+            agg.merge(p);
+        }
+        let mut d = shard.db.borrow_mut();
+        d.host.used_memory = Some(crate::alloc::sample_peak() as u64);
+        d.host.peak_memory = Some(crate::alloc::peak() as u64);
+        d.host.startup_memory = Some(crate::alloc::startup() as u64);
+        d.host.rss = rss_bytes();
+        if is(args[1], "STATS") {
+            d.memory_stats_with(&agg, &mut w);
+        } else {
+            let report = d.memory_doctor_with(&agg);
+            w.verbatim(b"txt", report.as_bytes());
+        }
         return false;
     }
     if is(name, "CONFIG") {

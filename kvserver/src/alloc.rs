@@ -44,6 +44,41 @@ pub fn allocated() -> usize {
         .max(0) as usize
 }
 
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static STARTUP: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes allocated now, after recording them as the peak if they are the most seen (Redis
+/// samples its peak the same way: in its cron and when asked).
+pub fn sample_peak() -> usize {
+    let now = allocated();
+    PEAK.fetch_max(now, Ordering::Relaxed);
+    now
+}
+
+/// The most bytes [`sample_peak`] has seen.
+pub fn peak() -> usize {
+    PEAK.load(Ordering::Relaxed)
+}
+
+/// Records the bytes allocated once the server has started (MEMORY STATS
+/// `startup.allocated`).
+pub fn mark_startup() {
+    STARTUP.store(sample_peak(), Ordering::Relaxed);
+}
+
+/// The bytes [`mark_startup`] recorded.
+pub fn startup() -> usize {
+    STARTUP.load(Ordering::Relaxed)
+}
+
+/// Returns the allocator's free pages to the system, for the calling thread's heap and the
+/// abandoned ones (MEMORY PURGE).
+pub fn purge() {
+    // SAFETY: mi_collect only walks and frees the allocator's own free lists; it may be called
+    // from any thread at any time.
+    unsafe { libmimalloc_sys::mi_collect(true) };
+}
+
 /// mimalloc with a live-bytes counter.
 pub struct Counting;
 

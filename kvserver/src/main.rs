@@ -153,6 +153,7 @@ fn run(opts: Options) -> Result<(), String> {
         rx.recv()
             .map_err(|_| "a shard failed to start".to_string())??;
     }
+    alloc::mark_startup();
     let ticker = {
         let global = global.clone();
         std::thread::Builder::new()
@@ -208,6 +209,7 @@ fn start_lazyfree() -> std::io::Result<()> {
 fn tick(global: &Global, inboxes: &[UnboundedSender<Msg>]) {
     loop {
         std::thread::sleep(Duration::from_millis(100));
+        alloc::sample_peak();
         let stop = global.shutdown.load(Ordering::Relaxed);
         for inbox in inboxes {
             let _ = inbox.send(if stop { Msg::Stop } else { Msg::Tick });

@@ -10,6 +10,7 @@ pub(crate) mod args;
 mod bitmaps;
 pub mod blocking;
 mod connection;
+pub mod docs;
 mod geo;
 mod hash;
 pub(crate) mod keys;
@@ -92,6 +93,7 @@ pub mod flags {
     pub const CONN: u32 = 1 << 14;
 
     /// Flag names as COMMAND reports them, in its order.
+    #[cfg(test)]
     pub(crate) const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),

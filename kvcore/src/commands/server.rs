@@ -1,10 +1,7 @@
 //! Server commands: COMMAND, INFO, CONFIG, TIME, DBSIZE, FLUSHDB, FLUSHALL, MEMORY.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
 use super::strings::reply_err;
-use super::{args, cmd, flags::*, unknown_subcommand, wrong_arity, CommandSpec, Ctx};
+use super::{args, cmd, docs, flags::*, unknown_subcommand, wrong_arity, CommandSpec, Ctx};
 use crate::config::ConfigError;
 use crate::error::OpError;
 use crate::resp::ReplyWriter;
@@ -20,66 +17,33 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("flushall", -1, WRITE | ALL_KEYS, 0, 0, 0, flushall),
     cmd!("swapdb", 3, WRITE | FAST | ALL_KEYS, 0, 0, 0, swapdb),
     cmd!("memory", -2, MOVABLE_KEYS, 0, 0, 0, memory),
+    cmd!("lolwut", -1, READONLY | FAST, 0, 0, 0, lolwut),
 ];
 
-/// `(group, since)` of every Redis command, from Redis's own command facts.
-fn docs_facts() -> &'static HashMap<&'static str, (&'static str, &'static str)> {
-    static FACTS: OnceLock<HashMap<&'static str, (&'static str, &'static str)>> = OnceLock::new();
-    FACTS.get_or_init(|| {
-        include_str!("redis-commands.tsv")
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let c: Vec<&str> = l.split('\t').collect();
-                Some((*c.first()?, (*c.get(6)?, *c.get(7)?)))
-            })
-            .collect()
-    })
-}
-
-fn write_command_info(w: &mut ReplyWriter<'_>, s: &CommandSpec) {
-    w.array_len(10);
-    w.bulk(s.name.as_bytes());
-    w.int(i64::from(s.arity));
-    let names: Vec<&str> = super::flags::NAMES
-        .iter()
-        .filter(|(bit, _)| s.flags & bit != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    w.set_len(names.len());
-    for n in names {
-        w.simple(n.as_bytes());
+/// LOLWUT [VERSION v]: Redis 7's own version's output, its version line (the art of
+/// versions 5 and 6 is not drawn; those answer the same line).
+fn lolwut(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    if a.len() >= 3 && args::is(a[1], "VERSION") {
+        if let Err(e) = args::int(a[2]) {
+            return reply_err(&mut c.out, e);
+        }
     }
-    w.int(i64::from(s.first_key));
-    w.int(i64::from(s.last_key));
-    w.int(i64::from(s.key_step));
-    w.set_len(0); // ACL categories
-    w.array_len(0); // tips
-    w.array_len(0); // key specs
-    w.array_len(0); // subcommands
-}
-
-fn write_command_docs(w: &mut ReplyWriter<'_>, s: &CommandSpec) {
-    let (group, since) = docs_facts()
-        .get(s.name)
-        .copied()
-        .unwrap_or(("generic", "1.0.0"));
-    w.bulk(s.name.as_bytes());
-    w.map_len(3);
-    w.bulk(b"summary");
-    w.bulk(b"");
-    w.bulk(b"since");
-    w.bulk(since.as_bytes());
-    w.bulk(b"group");
-    w.bulk(group.as_bytes());
+    let text = format!("Redis ver. {}\n", crate::REDIS_VERSION);
+    c.out.verbatim(b"txt", text.as_bytes());
 }
 
 fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let all = super::all();
+    let served = || {
+        super::all()
+            .iter()
+            .filter_map(|s| docs::entry(s.name))
+            .collect::<Vec<_>>()
+    };
     let Some(sub) = a.get(1) else {
+        let all = served();
         c.out.array_len(all.len());
-        for s in all {
-            write_command_info(&mut c.out, s);
+        for e in all {
+            e.write_info(&mut c.out);
         }
         return;
     };
@@ -87,58 +51,175 @@ fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
         if a.len() != 2 {
             return wrong_arity(&mut c.out, "command|count");
         }
-        c.out.int(all.len() as i64);
+        c.out.int(served().len() as i64);
     } else if args::is(sub, "LIST") {
-        c.out.array_len(all.len());
-        for s in all {
-            c.out.bulk(s.name.as_bytes());
-        }
+        command_list(c, a, served());
     } else if args::is(sub, "INFO") {
-        let names: Vec<&[u8]> = if a.len() > 2 {
-            a[2..].to_vec()
-        } else {
-            all.iter().map(|s| s.name.as_bytes()).collect()
-        };
-        c.out.array_len(names.len());
-        for n in names {
-            match super::lookup(n) {
-                Some(s) => write_command_info(&mut c.out, s),
-                None => c.out.null_array(),
+        if a.len() == 2 {
+            let all = served();
+            c.out.array_len(all.len());
+            for e in all {
+                e.write_info(&mut c.out);
+            }
+            return;
+        }
+        c.out.array_len(a.len() - 2);
+        for n in &a[2..] {
+            match docs::lookup_served(n) {
+                Some(e) => e.write_info(&mut c.out),
+                None => c.out.null(),
             }
         }
     } else if args::is(sub, "DOCS") {
-        let specs: Vec<&CommandSpec> = if a.len() > 2 {
-            a[2..].iter().filter_map(|n| super::lookup(n)).collect()
+        let found: Vec<_> = if a.len() == 2 {
+            served()
         } else {
-            all.to_vec()
+            a[2..]
+                .iter()
+                .filter_map(|n| docs::lookup_served(n))
+                .collect()
         };
-        c.out.map_len(specs.len());
-        for s in specs {
-            write_command_docs(&mut c.out, s);
+        c.out.map_len(found.len());
+        for e in found {
+            c.out.bulk(e.name.as_bytes());
+            e.write_docs(&mut c.out);
         }
-    } else if args::is(sub, "GETKEYS") {
+    } else if args::is(sub, "GETKEYS") || args::is(sub, "GETKEYSANDFLAGS") {
+        let with_flags = args::is(sub, "GETKEYSANDFLAGS");
         if a.len() < 3 {
-            return wrong_arity(&mut c.out, "command|getkeys");
+            let name = if with_flags {
+                "command|getkeysandflags"
+            } else {
+                "command|getkeys"
+            };
+            return wrong_arity(&mut c.out, name);
         }
-        let target = &a[2..];
-        let Some(s) = super::lookup(target[0]) else {
-            return c.out.error(b"ERR Invalid command specified");
-        };
-        if !s.arity_ok(target.len()) {
-            return c
-                .out
-                .error(b"ERR Invalid number of arguments specified for command");
-        }
-        let keys: Vec<usize> = s.key_indices(target.len()).collect();
-        if keys.is_empty() {
-            return c.out.error(b"ERR The command has no key arguments");
-        }
-        c.out.array_len(keys.len());
-        for i in keys {
-            c.out.bulk(target[i]);
-        }
+        command_getkeys(c, &a[2..], with_flags);
+    } else if args::is(sub, "HELP") && a.len() == 2 {
+        c.out.help("command", COMMAND_HELP);
     } else {
         unknown_subcommand(&mut c.out, "command", sub);
+    }
+}
+
+/// COMMAND HELP's lines (Redis 7.4).
+const COMMAND_HELP: &[&str] = &[
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
+];
+
+/// COMMAND LIST [FILTERBY MODULE name|ACLCAT category|PATTERN pattern]: commands and their
+/// subcommands by full name.
+fn command_list(c: &mut Ctx<'_>, a: &[&[u8]], served: Vec<&'static docs::Entry>) {
+    enum Filter<'x> {
+        All,
+        Module,
+        Category(&'x [u8]),
+        Pattern(&'x [u8]),
+    }
+    let mut filter = Filter::All;
+    let mut i = 2;
+    while i < a.len() {
+        if args::is(a[i], "FILTERBY") && a.len() - 1 - i == 2 {
+            filter = if args::is(a[i + 1], "MODULE") {
+                Filter::Module
+            } else if args::is(a[i + 1], "ACLCAT") {
+                Filter::Category(a[i + 2])
+            } else if args::is(a[i + 1], "PATTERN") {
+                Filter::Pattern(a[i + 2])
+            } else {
+                return reply_err(&mut c.out, OpError::Syntax);
+            };
+            i += 3;
+        } else {
+            return reply_err(&mut c.out, OpError::Syntax);
+        }
+    }
+    let keep = |e: &docs::Entry| match filter {
+        Filter::All => true,
+        Filter::Module => false,
+        Filter::Category(cat) => e.in_category(cat),
+        Filter::Pattern(p) => crate::glob::matches(p, e.name.as_bytes(), true),
+    };
+    let mut names = Vec::new();
+    for e in served {
+        if keep(e) {
+            names.push(e.name);
+        }
+        for s in e.subcommands().iter().filter_map(|s| docs::entry(s)) {
+            if keep(s) {
+                names.push(s.name);
+            }
+        }
+    }
+    c.out.array_len(names.len());
+    for n in names {
+        c.out.bulk(n.as_bytes());
+    }
+}
+
+/// COMMAND GETKEYS / GETKEYSANDFLAGS of the call `t` (Redis's getKeysSubcommandImpl).
+fn command_getkeys(c: &mut Ctx<'_>, t: &[&[u8]], with_flags: bool) {
+    let entry = super::lookup(t[0]).and_then(|spec| {
+        let top = docs::entry(spec.name)?;
+        if t.len() == 1 || !top.is_container() {
+            return Some(top);
+        }
+        let full = format!(
+            "{}|{}",
+            spec.name,
+            String::from_utf8_lossy(t[1]).to_lowercase()
+        );
+        docs::lookup_served(full.as_bytes())
+    });
+    let Some(entry) = entry else {
+        return c.out.error(b"ERR Invalid command specified");
+    };
+    if !entry.has_keys() {
+        return c.out.error(b"ERR The command has no key arguments");
+    }
+    let arity = entry.arity();
+    let argc = t.len() as i64;
+    if (arity > 0 && arity != argc) || argc < -arity {
+        return c
+            .out
+            .error(b"ERR Invalid number of arguments specified for command");
+    }
+    let keys = entry.keys(t);
+    if keys.is_empty() {
+        if entry.no_mandatory_keys() {
+            return c.out.array_len(0);
+        }
+        return c.out.error(b"ERR Invalid arguments specified for command");
+    }
+    c.out.array_len(keys.len());
+    for (i, flags) in keys {
+        if with_flags {
+            c.out.array_len(2);
+            c.out.bulk(t[i]);
+            c.out.set_len(flags.len());
+            for f in flags {
+                c.out.simple(f.as_bytes());
+            }
+        } else {
+            c.out.bulk(t[i]);
+        }
     }
 }
 
@@ -164,6 +245,10 @@ pub struct ShardStats {
     pub expired: u64,
     /// Keys evicted for maxmemory since start.
     pub evicted: u64,
+    /// `(main, expires)` bucket array bytes of each logical database (MEMORY STATS).
+    pub tables: Vec<(usize, usize)>,
+    /// Databases rehashing a table now.
+    pub rehashing: usize,
 }
 
 impl ShardStats {
@@ -181,6 +266,14 @@ impl ShardStats {
         self.stats.keyspace_misses += o.stats.keyspace_misses;
         self.expired += o.expired;
         self.evicted += o.evicted;
+        if self.tables.len() < o.tables.len() {
+            self.tables.resize(o.tables.len(), (0, 0));
+        }
+        for (a, b) in self.tables.iter_mut().zip(&o.tables) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+        self.rehashing += o.rehashing;
     }
 }
 
@@ -196,6 +289,13 @@ impl Db {
             stats: self.stats,
             expired: self.dbs.iter().map(|k| k.expired_keys).sum(),
             evicted: self.evictor.evicted_keys,
+            tables: (self.dbs.iter())
+                .map(|k| {
+                    let (main, expires, _) = k.table_overhead();
+                    (main, expires)
+                })
+                .collect(),
+            rehashing: self.dbs.iter().filter(|k| k.table_overhead().2).count(),
         }
     }
 
@@ -325,8 +425,23 @@ fn info(c: &mut Ctx<'_>, a: &[&[u8]]) {
     c.out.verbatim(b"txt", text.as_bytes());
 }
 
+/// CONFIG HELP's lines (Redis 7.4).
+const CONFIG_HELP: &[&str] = &[
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+];
+
 fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let sub = a[1];
+    if args::is(sub, "HELP") && a.len() == 2 {
+        return c.out.help("config", CONFIG_HELP);
+    }
     if args::is(sub, "GET") {
         if a.len() < 3 {
             return wrong_arity(&mut c.out, "config|get");
@@ -450,6 +565,10 @@ fn swapdb(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn memory(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    // Unknown subcommands and subcommand arities, as Redis checks them before the command.
+    if let Some(Err(e)) = super::lookup(b"memory").map(|s| super::check_subcommand(s, a)) {
+        return c.out.out.extend_from_slice(&e);
+    }
     let sub = a[1];
     if args::is(sub, "USAGE") {
         if a.len() < 3 {
@@ -469,7 +588,187 @@ fn memory(c: &mut Ctx<'_>, a: &[&[u8]]) {
             Some(n) => c.out.int(n.mem_bytes() as i64),
             None => c.out.null(),
         }
+    } else if args::is(sub, "HELP") && a.len() == 2 {
+        c.out.help("memory", MEMORY_HELP);
+    } else if args::is(sub, "MALLOC-STATS") && a.len() == 2 {
+        // Redis's answer for an allocator it cannot ask for a report (all but jemalloc).
+        c.out.bulk(b"Stats not supported for the current allocator");
+    } else if args::is(sub, "PURGE") && a.len() == 2 {
+        // Nothing to give back here; a server returns its allocator's free pages.
+        c.out.ok();
+    } else if args::is(sub, "STATS") && a.len() == 2 {
+        let agg = c.db.shard_stats();
+        c.db.memory_stats_with(&agg, &mut c.out);
+    } else if args::is(sub, "DOCTOR") && a.len() == 2 {
+        let agg = c.db.shard_stats();
+        let report = c.db.memory_doctor_with(&agg);
+        c.out.verbatim(b"txt", report.as_bytes());
     } else {
         unknown_subcommand(&mut c.out, "memory", sub);
     }
 }
+
+/// Memory figures MEMORY STATS and MEMORY DOCTOR report (Redis's redisMemOverhead).
+struct Overhead {
+    peak: u64,
+    total: u64,
+    startup: u64,
+    rss: u64,
+    tables: Vec<(usize, usize)>,
+    overhead_total: u64,
+    keys: u64,
+}
+
+impl Overhead {
+    fn net(&self) -> u64 {
+        self.total.saturating_sub(self.startup)
+    }
+    fn dataset(&self) -> u64 {
+        self.total.saturating_sub(self.overhead_total)
+    }
+    fn total_frag(&self) -> f64 {
+        self.rss as f64 / self.total.max(1) as f64
+    }
+    fn total_frag_bytes(&self) -> i64 {
+        self.rss as i64 - self.total as i64
+    }
+}
+
+impl Db {
+    fn overhead(&self, agg: &ShardStats) -> Overhead {
+        let h = &self.host;
+        let total = h.used_memory.unwrap_or_else(|| self.estimated_memory());
+        let startup = h.startup_memory.unwrap_or(0).min(total);
+        let tables: u64 = agg.tables.iter().map(|(m, e)| (m + e) as u64).sum();
+        Overhead {
+            peak: h.peak_memory.unwrap_or(total).max(total),
+            total,
+            startup,
+            rss: h.rss.unwrap_or(total),
+            tables: agg.tables.clone(),
+            overhead_total: startup + tables,
+            keys: agg.keyspace.iter().map(|k| k.0 as u64).sum(),
+        }
+    }
+
+    /// Writes the MEMORY STATS reply with counters summed over shards. The allocator figures
+    /// are Redis's for an allocator that reports none of its own: allocated is the memory in
+    /// use, active and resident the process's RSS. Replication, clients' buffers, the AOF
+    /// buffer, scripts and cluster links are not counted (0).
+    pub fn memory_stats_with(&self, agg: &ShardStats, w: &mut ReplyWriter<'_>) {
+        let m = self.overhead(agg);
+        let dbs: Vec<(usize, &(usize, usize))> = (m.tables.iter().enumerate())
+            .filter(|(i, _)| agg.keyspace.get(*i).is_some_and(|k| k.0 > 0))
+            .collect();
+        w.map_len(31 + dbs.len());
+        let int = |w: &mut ReplyWriter<'_>, name: &str, v: i64| {
+            w.bulk(name.as_bytes());
+            w.int(v);
+        };
+        int(w, "peak.allocated", m.peak as i64);
+        int(w, "total.allocated", m.total as i64);
+        int(w, "startup.allocated", m.startup as i64);
+        for name in [
+            "replication.backlog",
+            "clients.slaves",
+            "clients.normal",
+            "cluster.links",
+            "aof.buffer",
+            "lua.caches",
+            "functions.caches",
+        ] {
+            int(w, name, 0);
+        }
+        for (i, (main, expires)) in dbs {
+            w.bulk(format!("db.{i}").as_bytes());
+            w.map_len(2);
+            int(w, "overhead.hashtable.main", *main as i64);
+            int(w, "overhead.hashtable.expires", *expires as i64);
+        }
+        int(w, "overhead.db.hashtable.lut", 0);
+        int(w, "overhead.db.hashtable.rehashing", 0);
+        int(w, "overhead.total", m.overhead_total as i64);
+        int(w, "db.dict.rehashing.count", agg.rehashing as i64);
+        int(w, "keys.count", m.keys as i64);
+        int(
+            w,
+            "keys.bytes-per-key",
+            m.net().checked_div(m.keys).unwrap_or(0) as i64,
+        );
+        int(w, "dataset.bytes", m.dataset() as i64);
+        let pct = |a: u64, b: u64| {
+            if b == 0 {
+                0.0
+            } else {
+                a as f64 * 100.0 / b as f64
+            }
+        };
+        w.bulk(b"dataset.percentage");
+        w.double(pct(m.dataset(), m.net()));
+        w.bulk(b"peak.percentage");
+        w.double(pct(m.total, m.peak));
+        int(w, "allocator.allocated", m.total as i64);
+        int(w, "allocator.active", m.rss as i64);
+        int(w, "allocator.resident", m.rss as i64);
+        int(w, "allocator.muzzy", 0);
+        w.bulk(b"allocator-fragmentation.ratio");
+        w.double(1.0);
+        int(w, "allocator-fragmentation.bytes", 0);
+        w.bulk(b"allocator-rss.ratio");
+        w.double(1.0);
+        int(w, "allocator-rss.bytes", 0);
+        w.bulk(b"rss-overhead.ratio");
+        w.double(1.0);
+        int(w, "rss-overhead.bytes", 0);
+        w.bulk(b"fragmentation");
+        w.double(m.total_frag());
+        int(w, "fragmentation.bytes", m.total_frag_bytes());
+    }
+
+    /// The MEMORY DOCTOR report (Redis's getMemoryDoctorReport over the figures
+    /// [`Db::memory_stats_with`] reports).
+    pub fn memory_doctor_with(&self, agg: &ShardStats) -> String {
+        let m = self.overhead(agg);
+        if m.total < 5 << 20 {
+            return "Hi Sam, this instance is empty or is using very little memory, my issues \
+                    detector can't be used in these conditions. Please, leave for your mission \
+                    on Earth and fill it with some data. The new Sam and I will be back to our \
+                    programming as soon as I finished rebooting.\n"
+                .to_string();
+        }
+        let mut issues = String::new();
+        if m.peak as f64 / m.total as f64 > 1.5 {
+            issues.push_str(DOCTOR_PEAK);
+        }
+        if m.total_frag() > 1.4 && m.total_frag_bytes() > 10 << 20 {
+            issues.push_str(DOCTOR_FRAG);
+        }
+        if issues.is_empty() {
+            return "Hi Sam, I can't find any memory issue in your instance. I can only account \
+                    for what occurs on this base.\n"
+                .to_string();
+        }
+        format!(
+            "Sam, I detected a few issues in this Redis instance memory implants:\n\n{issues}\
+             I'm here to keep you safe, Sam. I want to help you.\n"
+        )
+    }
+}
+
+const DOCTOR_PEAK: &str = " * Peak memory: In the past this instance used more than 150% the memory that is currently using. The allocator is normally not able to release memory after a peak, so you can expect to see a big fragmentation ratio, however this is actually harmless and is only due to the memory peak, and if the Redis instance Resident Set Size (RSS) is currently bigger than expected, the memory will be used as soon as you fill the Redis instance with more data. If the memory peak was only occasional and you want to try to reclaim memory, please try the MEMORY PURGE command, otherwise the only other option is to shutdown and restart the instance.\n\n";
+const DOCTOR_FRAG: &str = " * High total RSS: This instance has a memory fragmentation and RSS overhead greater than 1.4 (this means that the Resident Set Size of the Redis process is much larger than the sum of the logical allocations Redis performed). This problem is usually due either to a large peak memory (check if there is a peak memory entry above in the report) or may result from a workload that causes the allocator to fragment memory a lot. If the problem is a large peak memory, then there is no issue. Otherwise, make sure you are using the Jemalloc allocator and not the default libc malloc. Note: The currently used allocator is \"mimalloc\".\n\n";
+
+/// MEMORY HELP's lines (Redis 7.4).
+const MEMORY_HELP: &[&str] = &[
+    "DOCTOR",
+    "    Return memory problems reports.",
+    "MALLOC-STATS",
+    "    Return internal statistics report from the memory allocator.",
+    "PURGE",
+    "    Attempt to purge dirty pages for reclamation by the allocator.",
+    "STATS",
+    "    Return information about the memory usage of the server.",
+    "USAGE <key> [SAMPLES <count>]",
+    "    Return memory in bytes used by <key> and its value. Nested values are",
+    "    sampled up to <count> times (default: 5, 0 means sample all).",
+];

@@ -445,6 +445,16 @@ impl Keyspace {
         self.main.table_bytes() + self.expires.table_bytes()
     }
 
+    /// Heap bytes of the bucket arrays of the main dict and of the expiry index, and whether
+    /// either is rehashing (MEMORY STATS).
+    pub fn table_overhead(&self) -> (usize, usize, bool) {
+        (
+            self.main.table_bytes(),
+            self.expires.table_bytes(),
+            self.main.is_rehashing() || self.expires.is_rehashing(),
+        )
+    }
+
     /// Heap bytes of the expiry index's entries (key copies; its buckets are in
     /// [`Keyspace::table_bytes`]). O(keys with a deadline).
     pub fn expires_entry_bytes(&self) -> usize {

@@ -21,6 +21,7 @@
 mod bitmaps;
 mod families;
 mod hashes;
+mod introspection;
 mod lists;
 mod pubsub;
 mod sets;
