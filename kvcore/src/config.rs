@@ -66,6 +66,13 @@ pub static PARAMS: &[Param] = &[
     p!("databases", [], Kind::Int(1, i32::MAX as i64), "16", false),
     p!("requirepass", Kind::Text, ""),
     p!("protected-mode", Kind::Bool, "yes"),
+    p!(
+        "enable-debug-command",
+        [],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        false
+    ),
     p!("maxclients", Kind::Int(1, i32::MAX as i64), "10000"),
     p!("maxmemory", Kind::Memory, "0"),
     p!("maxmemory-policy", Kind::Enum(POLICIES), "noeviction"),

@@ -41,6 +41,8 @@ pub struct Session {
     pub lib_name: Option<Vec<u8>>,
     /// CLIENT SETINFO LIB-VER.
     pub lib_ver: Option<Vec<u8>>,
+    /// Whether the client is local (loopback or embedded), for `enable-debug-command local`.
+    pub local: bool,
 }
 
 impl Session {
@@ -68,7 +70,23 @@ impl Default for Session {
             reply_skip_now: false,
             lib_name: None,
             lib_ver: None,
+            local: true,
         }
+    }
+}
+
+/// Redis's refusal of DEBUG under `enable-debug-command no` (or `local` from afar).
+const DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
+
+impl Db {
+    /// Whether `enable-debug-command` refuses this call (Redis's protected commands).
+    pub fn protected_refused(&self, session: &Session, spec: &commands::CommandSpec) -> bool {
+        spec.name == "debug"
+            && match self.config.get("enable-debug-command") {
+                Some("yes") => false,
+                Some("local") => !session.local,
+                _ => true,
+            }
     }
 }
 
@@ -152,6 +170,8 @@ pub struct Db {
     access: crate::evict::AccessMode,
     /// Whether the keyspaces were last told not to record accesses (CLIENT NO-TOUCH).
     no_touch: bool,
+    /// Whether the periodic work expires keys (DEBUG SET-ACTIVE-EXPIRE).
+    pub active_expire: bool,
 }
 
 impl Default for Db {
@@ -194,6 +214,7 @@ impl Db {
             evictor: crate::evict::Evictor::default(),
             access: crate::evict::AccessMode::Lru,
             no_touch: false,
+            active_expire: true,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -307,6 +328,10 @@ impl Db {
                 return;
             }
         }
+        if self.protected_refused(session, spec) {
+            w.error(DEBUG_NOT_ALLOWED);
+            return;
+        }
         if self.refused_for_memory(spec.flags) {
             w.error(crate::OpError::OutOfMemory.message().as_bytes());
             return;
@@ -364,6 +389,10 @@ impl Db {
         let now = self.now;
         let mut expired = 0;
         for ks in &mut self.dbs {
+            if !self.active_expire {
+                ks.housekeeping();
+                continue;
+            }
             let mut rounds = 0u32;
             expired += ks
                 .active_expire(now, || {
@@ -377,7 +406,9 @@ impl Db {
                 break;
             }
         }
-        self.purge_hash_fields(20);
+        if self.active_expire {
+            self.purge_hash_fields(20);
+        }
         if self.config.maxmemory != 0 {
             self.publish_candidates();
         }

@@ -23,6 +23,7 @@ fn is(a: &[u8], name: &str) -> bool {
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
         "info" | "swapdb" => true,
+        "debug" => n > 1 && args.len() == 3 && is(args[1], "SET-ACTIVE-EXPIRE"),
         "memory" => args.len() == 2 && ["STATS", "DOCTOR", "PURGE"].iter().any(|s| is(args[1], s)),
         "client" => {
             args.len() >= 2
@@ -129,7 +130,7 @@ pub async fn run(
         }
         return false;
     }
-    if is(name, "CONFIG") {
+    if is(name, "CONFIG") || is(name, "DEBUG") {
         // Check and apply on this shard first: its answer is the reply; then everywhere else.
         let mut local = Vec::new();
         shard.db.borrow_mut().dispatch(session, args, &mut local);

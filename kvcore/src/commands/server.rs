@@ -18,7 +18,140 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("swapdb", 3, WRITE | FAST | ALL_KEYS, 0, 0, 0, swapdb),
     cmd!("memory", -2, MOVABLE_KEYS, 0, 0, 0, memory),
     cmd!("lolwut", -1, READONLY | FAST, 0, 0, 0, lolwut),
+    cmd!(
+        "debug",
+        -2,
+        ADMIN | NOSCRIPT | LOADING | STALE,
+        0,
+        0,
+        0,
+        debug
+    ),
 ];
+
+/// DEBUG HELP's lines: Redis 7.4's, for the subcommands served here.
+const DEBUG_HELP: &[&str] = &[
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys (and hash-fields) in background ",
+    "    when they are not accessed (otherwise the Redis behavior). Setting it",
+    "    to 1 reenables back the default.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+];
+
+/// DEBUG (enabled by `enable-debug-command`): the subcommands test tools use. SLEEP stops
+/// the shard that runs it (a server of one shard: the server).
+fn debug(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let sub = a[1];
+    let n = a.len();
+    if args::is(sub, "HELP") && n == 2 {
+        c.out.help("debug", DEBUG_HELP);
+    } else if args::is(sub, "SLEEP") && n == 3 {
+        // Redis reads the seconds with strtod: the longest prefix that is a number.
+        let text = std::str::from_utf8(a[2]).unwrap_or("").trim_start();
+        let secs = (1..=text.len().min(64))
+            .rev()
+            .filter(|&e| text.is_char_boundary(e))
+            .find_map(|e| text[..e].parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if secs.is_finite() && secs > 0.0 {
+            std::thread::sleep(std::time::Duration::from_secs_f64(
+                secs.min(86_400.0 * 365.0),
+            ));
+        }
+        c.out.ok();
+    } else if args::is(sub, "SET-ACTIVE-EXPIRE") && n == 3 {
+        // Redis reads the flag with atoi: anything but a non-zero number turns it off.
+        c.db.active_expire = crate::num::parse_i64(leading_int(a[2])).unwrap_or(0) != 0;
+        c.out.ok();
+    } else if args::is(sub, "ERROR") && n == 3 {
+        let mut text = b"-".to_vec();
+        text.extend(
+            a[2].iter()
+                .map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        text.extend_from_slice(b"\r\n");
+        c.out.out.extend_from_slice(&text);
+    } else if args::is(sub, "PROTOCOL") && n == 3 {
+        debug_protocol(c, a[2]);
+    } else {
+        let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
+        msg.extend_from_slice(&sub[..sub.len().min(128)]);
+        msg.extend_from_slice(b"'. Try DEBUG HELP.");
+        c.out.error(&msg);
+    }
+}
+
+/// The digits atoi would read: optional spaces and sign, then digits.
+fn leading_int(a: &[u8]) -> &[u8] {
+    let a = &a[a.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+    let sign = usize::from(matches!(a.first(), Some(b'-' | b'+')));
+    let digits = a[sign..].iter().take_while(|b| b.is_ascii_digit()).count();
+    &a[..sign + digits]
+}
+
+/// DEBUG PROTOCOL type: a sample reply of each RESP type, as Redis sends them.
+fn debug_protocol(c: &mut Ctx<'_>, name: &[u8]) {
+    let w = &mut c.out;
+    if args::is(name, "STRING") {
+        w.bulk(b"Hello World");
+    } else if args::is(name, "INTEGER") {
+        w.int(12345);
+    } else if args::is(name, "DOUBLE") {
+        // Redis's sample value, not π.
+        #[allow(clippy::approx_constant)]
+        w.double(3.141);
+    } else if args::is(name, "BIGNUM") {
+        w.big_number(b"1234567999999999999999999999999999999");
+    } else if args::is(name, "NULL") {
+        w.null();
+    } else if args::is(name, "ARRAY") || args::is(name, "SET") {
+        if args::is(name, "SET") {
+            w.set_len(3);
+        } else {
+            w.array_len(3);
+        }
+        for j in 0..3 {
+            w.int(j);
+        }
+    } else if args::is(name, "MAP") {
+        w.map_len(3);
+        for j in 0..3 {
+            w.int(j);
+            w.bool(j == 1);
+        }
+    } else if args::is(name, "ATTRIB") {
+        if w.proto == crate::resp::Proto::Resp3 {
+            w.out.extend_from_slice(b"|1\r\n");
+            w.bulk(b"key-popularity");
+            w.array_len(2);
+            w.bulk(b"key:123");
+            w.int(90);
+        }
+        w.bulk(b"Some real reply following the attribute");
+    } else if args::is(name, "PUSH") {
+        if w.proto != crate::resp::Proto::Resp3 {
+            return w.error(b"ERR RESP2 is not supported by this command");
+        }
+        w.push_len(2);
+        w.bulk(b"server-cpu-usage");
+        w.int(42);
+        w.bulk(b"Some real reply following the push reply");
+    } else if args::is(name, "TRUE") || args::is(name, "FALSE") {
+        w.bool(args::is(name, "TRUE"));
+    } else if args::is(name, "VERBATIM") {
+        w.verbatim(b"txt", b"This is a verbatim\nstring");
+    } else {
+        w.error(b"ERR Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false");
+    }
+}
 
 /// LOLWUT [VERSION v]: Redis 7's own version's output, its version line (the art of
 /// versions 5 and 6 is not drawn; those answer the same line).

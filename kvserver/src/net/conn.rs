@@ -88,7 +88,10 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
             Route::Local(None, false)
         };
     };
-    if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) {
+    if !spec.arity_ok(args.len())
+        || (!session.authenticated && !spec.has(flags::NO_AUTH))
+        || shard.db.borrow().protected_refused(session, spec)
+    {
         return Route::Local(Some(spec), false);
     }
     if spec.has(flags::CONN) {
@@ -180,6 +183,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
     let session = Session {
         id,
         authenticated,
+        local: crate::net::is_local(peer.ip()),
         ..Session::default()
     };
     serve_conn(shard, stream, session, entry).await;
@@ -871,7 +875,9 @@ impl<'a> Conn<'a> {
             )
         });
         let valid = spec.is_some_and(|s| {
-            s.arity_ok(args.len()) && (self.session.authenticated || s.has(flags::NO_AUTH))
+            s.arity_ok(args.len())
+                && (self.session.authenticated || s.has(flags::NO_AUTH))
+                && !self.shard.db.borrow().protected_refused(self.session, s)
         });
         if let Some(Err(e)) = spec
             .filter(|_| valid)

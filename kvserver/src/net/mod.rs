@@ -83,7 +83,7 @@ pub async fn accept(shard: Rc<Shard>, listener: TcpListener) {
 }
 
 /// Redis counts only 127.0.0.1 and ::1 as local clients for protected mode.
-fn is_local(ip: IpAddr) -> bool {
+pub(crate) fn is_local(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4 == std::net::Ipv4Addr::LOCALHOST,
         IpAddr::V6(v6) => {

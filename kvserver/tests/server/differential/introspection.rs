@@ -359,3 +359,109 @@ fn memory_subcommands() {
         "{peak} {total} {startup}"
     );
 }
+
+#[test]
+fn debug_subcommands() {
+    // Refused by default, as Redis 7 does.
+    let (closed, closed_redis) = (Server::start(&[]), Redis::start());
+    let (mut a, mut b) = (Conn::open(closed.port), Conn::open(closed_redis.port));
+    for args in [&["DEBUG", "SLEEP", "0"][..], &["DEBUG", "nosuch"]] {
+        assert_eq!(command(&mut a, args), command(&mut b, args), "{args:?}");
+    }
+    assert_eq!(
+        command(&mut a, &["CONFIG", "SET", "enable-debug-command", "yes"]),
+        command(&mut b, &["CONFIG", "SET", "enable-debug-command", "yes"])
+    );
+
+    let ours = Server::start(&["--threads", "3", "--enable-debug-command", "yes"]);
+    let redis = Redis::start_with(&["--enable-debug-command", "yes"]);
+    let (mut a, mut b) = (Conn::open(ours.port), Conn::open(redis.port));
+    for args in [
+        &["DEBUG", "SLEEP", "0"][..],
+        &["DEBUG", "SLEEP", "0.01abc"],
+        &["DEBUG", "ERROR", "Something\r\nbad"],
+        &["DEBUG", "nosuch"],
+        &["DEBUG", "SLEEP"],
+        &["DEBUG"],
+        &["DEBUG", "PROTOCOL", "nosuch"],
+        &["DEBUG", "SET-ACTIVE-EXPIRE", "1"],
+    ]
+    .into_iter()
+    .chain(
+        [
+            "string", "integer", "double", "bignum", "null", "array", "set", "map", "attrib",
+            "push", "verbatim", "true", "false",
+        ]
+        .iter()
+        .map(|t| {
+            let v: &[&str] = Box::leak(vec!["DEBUG", "PROTOCOL", *t].into_boxed_slice());
+            v
+        }),
+    ) {
+        assert_eq!(
+            String::from_utf8_lossy(&command(&mut a, args)),
+            String::from_utf8_lossy(&command(&mut b, args)),
+            "{args:?}"
+        );
+    }
+    // RESP3 shapes (push and attribute replies are two frames: left to the RESP2 rows).
+    command(&mut a, &["HELLO", "3"]);
+    command(&mut b, &["HELLO", "3"]);
+    for t in [
+        "string", "integer", "double", "bignum", "null", "array", "set", "map", "verbatim", "true",
+        "false",
+    ] {
+        let args = ["DEBUG", "PROTOCOL", t];
+        assert_eq!(
+            String::from_utf8_lossy(&command(&mut a, &args)),
+            String::from_utf8_lossy(&command(&mut b, &args)),
+            "RESP3 {args:?}"
+        );
+    }
+    // DEBUG SLEEP stops the server for that long (here: the shard that runs it).
+    let t = std::time::Instant::now();
+    assert_eq!(command(&mut a, &["DEBUG", "SLEEP", "0.2"]), b"+OK\r\n");
+    assert!(t.elapsed() >= std::time::Duration::from_millis(200));
+
+    // SET-ACTIVE-EXPIRE 0: keys on every shard outlive their TTL until touched.
+    let mut c = ours.client();
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg("0")
+        .query(&mut c)
+        .unwrap();
+    for i in 0..30 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(1)
+            .arg("PX")
+            .arg(50)
+            .query(&mut c)
+            .unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let expired = |c: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("expired_keys:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(expired(&mut c), 0, "nothing expires in the background");
+    let _: () = redis::cmd("DEBUG")
+        .arg("SET-ACTIVE-EXPIRE")
+        .arg("1")
+        .query(&mut c)
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while expired(&mut c) < 30 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        expired(&mut c),
+        30,
+        "the background cycle expires them again"
+    );
+}

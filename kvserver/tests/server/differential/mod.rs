@@ -50,6 +50,11 @@ struct Redis {
 
 impl Redis {
     fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// A redis-server with these extra arguments.
+    fn start_with(extra: &[&str]) -> Redis {
         let bin = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())
@@ -64,6 +69,7 @@ impl Redis {
             let mut child = Command::new(bin)
                 .args(["--port", &port.to_string()])
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(extra)
                 .arg("--dir")
                 .arg(std::env::temp_dir())
                 .stdout(Stdio::null())
