@@ -172,6 +172,9 @@ pub struct Db {
     no_touch: bool,
     /// Whether the periodic work expires keys (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
+    /// Elements at least this long take a list node of their own (DEBUG
+    /// QUICKLIST-PACKED-THRESHOLD).
+    pub quicklist_packed_threshold: usize,
 }
 
 impl Default for Db {
@@ -215,6 +218,7 @@ impl Db {
             access: crate::evict::AccessMode::Lru,
             no_touch: false,
             active_expire: true,
+            quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;

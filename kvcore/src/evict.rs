@@ -121,6 +121,18 @@ pub fn idle_ms(access: u32, now_ms: u64) -> u64 {
     u64::from(secs) * 1000
 }
 
+/// The LFU field of a key with counter `freq` stored now (RESTORE ... FREQ).
+pub fn lfu_access(now_ms: u64, freq: u32) -> u32 {
+    lfu_minutes(now_ms) << 8 | (freq & 0xff)
+}
+
+/// The LRU field of a key last used `idle_secs` ago (RESTORE ... IDLETIME).
+pub fn lru_access(now_ms: u64, idle_secs: u64) -> u32 {
+    let clock = u64::from(lru_clock(now_ms));
+    let max = u64::from(ACCESS_MAX);
+    ((clock + max + 1 - idle_secs % (max + 1)) % (max + 1)) as u32
+}
+
 fn lfu_minutes(now_ms: u64) -> u32 {
     ((now_ms / 60_000) & 0xffff) as u32
 }

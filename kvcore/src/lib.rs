@@ -42,6 +42,7 @@ pub mod lazyfree;
 pub mod list;
 pub mod listpack;
 pub mod num;
+pub mod rdb;
 pub mod set;
 pub mod value;
 pub mod watch;

@@ -23,7 +23,11 @@ fn is(a: &[u8], name: &str) -> bool {
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
         "info" | "swapdb" => true,
-        "debug" => n > 1 && args.len() == 3 && is(args[1], "SET-ACTIVE-EXPIRE"),
+        "debug" => {
+            n > 1
+                && args.len() == 3
+                && (is(args[1], "SET-ACTIVE-EXPIRE") || is(args[1], "QUICKLIST-PACKED-THRESHOLD"))
+        }
         "memory" => args.len() == 2 && ["STATS", "DOCTOR", "PURGE"].iter().any(|s| is(args[1], s)),
         "client" => {
             args.len() >= 2

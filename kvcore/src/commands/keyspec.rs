@@ -98,6 +98,15 @@ impl CommandSpec {
                 v.extend(geo_store_key(args));
                 v
             }
+            // DEBUG OBJECT|LISTPACK|QUICKLIST key; its other subcommands name no key.
+            "debug" => {
+                let keyed = ["OBJECT", "LISTPACK", "QUICKLIST"];
+                if args.len() >= 3 && keyed.iter().any(|s| args::is(args[1], s)) {
+                    SmallVec::from_slice(&[2])
+                } else {
+                    KeyIndices::new()
+                }
+            }
             // OBJECT <sub> key, MEMORY USAGE key.
             _ => {
                 if args.len() >= 3 {

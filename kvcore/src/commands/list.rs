@@ -88,6 +88,7 @@ pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[
 pub(crate) fn limits(db: &Db) -> Limits {
     Limits {
         fill: db.config.list_max_listpack_size,
+        packed_threshold: db.quicklist_packed_threshold,
     }
 }
 

@@ -11,6 +11,7 @@ mod bitmaps;
 pub mod blocking;
 mod connection;
 pub mod docs;
+mod dump;
 mod geo;
 mod hash;
 pub(crate) mod keys;
@@ -209,6 +210,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(served::COMMANDS)
         .chain(bitmaps::COMMANDS)
         .chain(lcs::COMMANDS)
+        .chain(dump::COMMANDS)
 }
 
 struct Table {

@@ -5,6 +5,7 @@ use super::{args, cmd, docs, flags::*, unknown_subcommand, wrong_arity, CommandS
 use crate::config::ConfigError;
 use crate::error::OpError;
 use crate::resp::ReplyWriter;
+use crate::value::Value;
 use crate::Db;
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
@@ -21,7 +22,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!(
         "debug",
         -2,
-        ADMIN | NOSCRIPT | LOADING | STALE,
+        ADMIN | NOSCRIPT | LOADING | STALE | MOVABLE_KEYS,
         0,
         0,
         0,
@@ -38,6 +39,16 @@ const DEBUG_HELP: &[&str] = &[
     "    Reply with a test value of the specified type. <type> can be: string,",
     "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
     "    true, false.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key>.",
+    "    The optional argument (0 by default) sets the level of detail",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys (and hash-fields) in background ",
     "    when they are not accessed (otherwise the Redis behavior). Setting it",
@@ -81,11 +92,102 @@ fn debug(c: &mut Ctx<'_>, a: &[&[u8]]) {
         c.out.out.extend_from_slice(&text);
     } else if args::is(sub, "PROTOCOL") && n == 3 {
         debug_protocol(c, a[2]);
+    } else if args::is(sub, "OBJECT") && n == 3 {
+        debug_object(c, a[2]);
+    } else if (args::is(sub, "LISTPACK") && n == 3)
+        || (args::is(sub, "QUICKLIST") && (n == 3 || n == 4))
+    {
+        debug_layout(c, a);
+    } else if args::is(sub, "QUICKLIST-PACKED-THRESHOLD") && n == 3 {
+        let size = std::str::from_utf8(a[2])
+            .ok()
+            .and_then(crate::config::parse_memory)
+            .filter(|&s| s <= (1 << 32) - (1 << 20));
+        match size {
+            Some(s) => {
+                c.db.quicklist_packed_threshold = match s {
+                    0 => crate::list::PACKED_THRESHOLD,
+                    s => s as usize,
+                };
+                c.out.ok();
+            }
+            None => c
+                .out
+                .error(b"ERR argument must be a memory value bigger than 1 and smaller than 4gb"),
+        }
     } else {
         let mut msg = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
         msg.extend_from_slice(&sub[..sub.len().min(128)]);
         msg.extend_from_slice(b"'. Try DEBUG HELP.");
         c.out.error(&msg);
+    }
+}
+
+/// DEBUG OBJECT key: Redis's line (the address is where the value lives here).
+fn debug_object(c: &mut Ctx<'_>, key: &[u8]) {
+    let now = c.db.now;
+    let list_limits = super::list::limits(c.db);
+    let lru_lfu =
+        c.db.config
+            .get("maxmemory-policy")
+            .is_some_and(|p| p.contains("lru") || p.contains("lfu"));
+    let Some(n) = c.db.dbs[c.session.db].peek_stored(key) else {
+        return c.out.error(b"ERR no such key");
+    };
+    let shared = matches!(n.value, Value::Int(0..10_000)) && !lru_lfu;
+    let mut extra = String::new();
+    if let Value::List(l @ crate::list::List::Quick(_)) = &n.value {
+        let (nodes, bytes) = l.node_stats();
+        extra = format!(
+            " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:0 ql_uncompressed_size:{bytes}",
+            l.len() as f64 / nodes.max(1) as f64,
+            list_limits.fill,
+        );
+    }
+    let line = format!(
+        "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{extra}",
+        &n.value,
+        if shared { i32::MAX } else { 1 },
+        n.value.encoding(),
+        crate::rdb::serialized_len(&n.value, list_limits),
+        n.access(),
+        crate::evict::idle_ms(n.access(), now) / 1000,
+    );
+    c.out.simple(line.as_bytes());
+}
+
+/// DEBUG LISTPACK key / DEBUG QUICKLIST key [0|1]: writes the layout to the standard output,
+/// as Redis does, and answers that it did.
+fn debug_layout(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let quick = args::is(a[1], "QUICKLIST");
+    let now = c.db.now;
+    let Some(n) = c.db.dbs[c.session.db].get_untouched(a[2], now) else {
+        return c.out.error(b"ERR no such key");
+    };
+    let v = &n.value;
+    let text = match v {
+        Value::List(l @ crate::list::List::Quick(_)) if quick => {
+            let (nodes, bytes) = l.node_stats();
+            format!(
+                "{{quicklist nodes:{nodes} count:{} bytes:{bytes}}}",
+                l.len()
+            )
+        }
+        _ if quick => return c.out.error(b"ERR Not a quicklist encoded object."),
+        _ if v.encoding() == "listpack" || v.encoding() == "listpackex" => {
+            format!(
+                "{{listpack encoding:{} bytes:{}}}",
+                v.encoding(),
+                v.heap_bytes()
+            )
+        }
+        _ => return c.out.error(b"ERR Not a listpack encoded object."),
+    };
+    println!("{text}");
+    if quick {
+        c.out.simple(b"Quicklist structure printed on stdout");
+    } else {
+        c.out.simple(b"Listpack structure printed on stdout");
     }
 }
 

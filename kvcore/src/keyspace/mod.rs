@@ -289,6 +289,13 @@ impl Keyspace {
         })
     }
 
+    /// Sets the access field (LRU clock or LFU counter) of `key`, if stored.
+    pub fn set_access_of(&mut self, key: &[u8], access: u32) {
+        if let Some(node) = self.main.get_mut(key) {
+            node.set_access(access);
+        }
+    }
+
     /// Removes `key` whether or not it is past its deadline (Redis's `dbDelete` without a
     /// lookup first: the *STORE commands clearing their destination); whether it was stored.
     pub fn delete_stored(&mut self, key: &[u8]) -> bool {

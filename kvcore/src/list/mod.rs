@@ -34,11 +34,20 @@ const ENTRY_OVERHEAD: usize = 8;
 pub struct Limits {
     /// `list-max-listpack-size`.
     pub fill: i64,
+    /// Elements at least this long go alone in a node (DEBUG QUICKLIST-PACKED-THRESHOLD);
+    /// at [`PACKED_THRESHOLD`], elements longer than a node's limit do.
+    pub packed_threshold: usize,
 }
+
+/// Redis's default packed threshold (1 GB): elements longer than a node's limit go alone.
+pub const PACKED_THRESHOLD: usize = 1 << 30;
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { fill: -2 }
+        Limits {
+            fill: -2,
+            packed_threshold: PACKED_THRESHOLD,
+        }
     }
 }
 
@@ -63,6 +72,9 @@ impl Limits {
 
     /// Whether an element of `len` bytes is too large to share a node.
     fn is_large(self, len: usize) -> bool {
+        if self.packed_threshold != PACKED_THRESHOLD {
+            return len >= self.packed_threshold;
+        }
         match self.caps() {
             (usize::MAX, _) => len > SIZE_SAFETY_LIMIT,
             (max_bytes, _) => len > max_bytes,
@@ -167,6 +179,22 @@ impl List {
                     + q.nodes.iter().map(Listpack::heap_bytes).sum::<usize>()
             }
         }
+    }
+
+    /// The nodes, head first, each with whether it is a plain node (one large element), as a
+    /// snapshot writes them.
+    pub(crate) fn rdb_nodes(
+        &self,
+        limits: Limits,
+    ) -> impl DoubleEndedIterator<Item = (bool, &Listpack)> + '_ {
+        let quick = matches!(self, List::Quick(_));
+        self.nodes().map(move |n| (quick && is_plain(limits, n), n))
+    }
+
+    /// DEBUG OBJECT's quicklist figures: nodes and the bytes of all of them.
+    pub fn node_stats(&self) -> (usize, usize) {
+        self.nodes()
+            .fold((0, 0), |(n, b), node| (n + 1, b + node.as_bytes().len()))
     }
 
     /// The nodes, head first.

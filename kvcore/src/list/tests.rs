@@ -72,7 +72,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
     fn behaves_like_a_vecdeque(fill in prop_oneof![Just(-1i64), Just(-2), Just(2), Just(3), Just(5)], ops in proptest::collection::vec(op(), 1..80)) {
-        let limits = Limits { fill };
+        let limits = Limits { fill, ..Limits::default() };
         let mut l = List::default();
         let mut m: VecDeque<Vec<u8>> = VecDeque::new();
         for op in ops {
@@ -153,7 +153,10 @@ proptest! {
 
 #[test]
 fn converts_at_the_limit_and_back_under_half() {
-    let limits = Limits { fill: 4 };
+    let limits = Limits {
+        fill: 4,
+        ..Limits::default()
+    };
     let mut l = List::default();
     l.push(limits, &[b"a", b"b", b"c", b"d"], false);
     assert_eq!(l.encoding(), "listpack");
@@ -175,7 +178,10 @@ fn converts_at_the_limit_and_back_under_half() {
     l.pop(limits, false, 1);
     assert_eq!(l.encoding(), "listpack");
     // Byte limits: -1 is 4 KiB per node.
-    let limits = Limits { fill: -1 };
+    let limits = Limits {
+        fill: -1,
+        ..Limits::default()
+    };
     let mut l = List::default();
     let v = vec![b'v'; 1000];
     for _ in 0..4 {

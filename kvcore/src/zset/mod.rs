@@ -35,6 +35,16 @@ pub struct Limits {
     pub max_value: usize,
 }
 
+impl Default for Limits {
+    /// Redis's defaults: 128 entries of at most 64 bytes.
+    fn default() -> Self {
+        Limits {
+            max_entries: 128,
+            max_value: 64,
+        }
+    }
+}
+
 impl Limits {
     /// Whether a set of `len` members, the longest `max_len` bytes, fits a listpack.
     pub fn fits(&self, len: usize, max_len: usize) -> bool {

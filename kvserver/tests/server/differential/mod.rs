@@ -19,6 +19,7 @@
 //! seed runs; `KV_DIFF_COMMANDS` sets the sequence length).
 
 mod bitmaps;
+mod dump;
 mod families;
 mod hashes;
 mod introspection;
