@@ -12,6 +12,7 @@ pub mod blocking;
 mod connection;
 mod geo;
 mod hash;
+mod hyperloglog;
 pub(crate) mod keys;
 mod keyspec;
 mod lcs;
@@ -207,6 +208,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(served::COMMANDS)
         .chain(bitmaps::COMMANDS)
         .chain(lcs::COMMANDS)
+        .chain(hyperloglog::COMMANDS)
 }
 
 struct Table {
@@ -500,7 +502,7 @@ mod tests {
                 // The destination spec first, then the sources to the end: the legacy range
                 // covers every key.
                 let dest_then_sources =
-                    ["sinterstore", "sunionstore", "sdiffstore"].contains(&spec.name);
+                    ["sinterstore", "sunionstore", "sdiffstore", "pfmerge"].contains(&spec.name);
                 if spec.name == "bitop" {
                     // Redis's first key spec is the destination; the sources follow to the end.
                     assert_eq!((spec.first_key, spec.last_key, spec.key_step), (2, -1, 1));
