@@ -32,6 +32,9 @@
 //! the sparse decoders bound every run (a run that passes register 16383 makes the value
 //! corrupt, never an out-of-range write). Redis reads the byte just past a string (its NUL
 //! terminator) when the last opcode is a lone XZERO first byte; we read that byte as 0 too.
+//! The one place we cannot follow: when PFADD splits such a lone XZERO, Redis writes the last
+//! byte of the new opcodes past the string's end and later reads it back from there; we drop
+//! it, so a later read of that (hand-corrupted) value sees 0 where Redis sees the dropped byte.
 
 #![cfg_attr(not(test), deny(clippy::indexing_slicing, clippy::unwrap_used))]
 

@@ -50,7 +50,10 @@ fn scenario(s: &mut TcpStream, keys: [&str; 4], sizes: [(usize, usize); 3]) -> V
     assert_eq!(get(s, c), before[2]);
     // A source that is not an HLL fails the whole merge, nothing written.
     send(s, &[b"SET", b.as_bytes(), b"not an hll"]);
-    out.push(send(s, &[b"PFMERGE", c.as_bytes(), a.as_bytes(), b.as_bytes()]));
+    out.push(send(
+        s,
+        &[b"PFMERGE", c.as_bytes(), a.as_bytes(), b.as_bytes()],
+    ));
     out.push(send(s, &[b"PFCOUNT", a.as_bytes(), b.as_bytes()]));
     assert_eq!(get(s, c), before[2]);
     out
