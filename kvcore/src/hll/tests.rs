@@ -376,3 +376,60 @@ fn pfmerge_keeps_sparse_unless_a_source_is_dense() {
         b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80\x7f\xff"
     );
 }
+
+/// Events and WATCH as Redis raises them: `pfadd` for PFADD that changed something and for
+/// PFMERGE (`new` first when they create the key), nothing for PFCOUNT; PFCOUNT of one key
+/// signals WATCH when it stores a recomputed cardinality, not when the cache was valid.
+#[test]
+fn events_and_watch_signals() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let mut db = Db::new();
+    db.execute(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"]);
+    db.execute(&[b"PFADD", b"h", b"a"]);
+    db.execute(&[b"PFADD", b"h", b"a"]);
+    db.execute(&[b"PFCOUNT", b"h"]);
+    db.execute(&[b"PFCOUNT", b"h", b"missing"]);
+    db.execute(&[b"PFMERGE", b"d", b"h"]);
+    let got: Vec<(&str, Vec<u8>)> = db
+        .drain_events()
+        .map(|e| (e.event, e.key.to_vec()))
+        .collect();
+    let want: Vec<(&str, Vec<u8>)> = vec![("pfadd", b"h".to_vec()), ("pfadd", b"d".to_vec())];
+    assert_eq!(got, want);
+    db.execute(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KEAnm"]);
+    db.execute(&[b"PFMERGE", b"e", b"missing"]);
+    let got: Vec<(&str, Vec<u8>)> = db
+        .drain_events()
+        .map(|e| (e.event, e.key.to_vec()))
+        .collect();
+    let want: Vec<(&str, Vec<u8>)> = vec![
+        ("keymiss", b"e".to_vec()),
+        ("keymiss", b"missing".to_vec()),
+        ("new", b"e".to_vec()),
+        ("pfadd", b"e".to_vec()),
+    ];
+    assert_eq!(got, want);
+
+    let dirty = Arc::new(AtomicBool::new(false));
+    db.watch(0, b"h", 1, &dirty);
+    // The cache is valid: nothing written.
+    db.execute(&[b"PFCOUNT", b"h"]);
+    assert!(!dirty.load(Ordering::Acquire));
+    db.execute(&[b"PFADD", b"h", b"a"]);
+    assert!(!dirty.load(Ordering::Acquire), "no register changed");
+    db.execute(&[b"PFADD", b"h", b"b"]);
+    assert!(dirty.load(Ordering::Acquire));
+    // A touched client stops watching (as in Redis): watch again for each check.
+    let dirty = Arc::new(AtomicBool::new(false));
+    db.watch(0, b"h", 2, &dirty);
+    db.execute(&[b"PFCOUNT", b"h"]);
+    assert!(
+        dirty.load(Ordering::Acquire),
+        "the recomputed cache is a write"
+    );
+    let dirty = Arc::new(AtomicBool::new(false));
+    db.watch(0, b"h", 3, &dirty);
+    db.execute(&[b"PFCOUNT", b"h", b"d"]);
+    assert!(!dirty.load(Ordering::Acquire), "a union writes nothing");
+}
