@@ -10,6 +10,8 @@
 //! sequence is not canonical (a different order of adds gives different bytes), so matching
 //! Redis's bytes means repeating its exact steps.
 
+use smallvec::SmallVec;
+
 use super::{dense, Corrupt, HDR, REGISTERS};
 
 /// Largest value a VAL opcode holds.
@@ -68,7 +70,7 @@ fn val(val: u8, len: usize) -> u8 {
 }
 
 /// A run of zeros as one opcode: ZERO up to 64, else XZERO.
-fn zeros(out: &mut Vec<u8>, len: usize) {
+fn zeros(out: &mut SmallVec<[u8; 5]>, len: usize) {
     if len > ZERO_MAX_LEN {
         out.extend_from_slice(&xzero(len));
     } else {
@@ -167,7 +169,7 @@ pub fn set(s: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result
     let next = Some(p + oplen).filter(|&n| n < end);
 
     // Step 2: the cases that rewrite one byte in place, and the new sequence otherwise.
-    let mut seq: Vec<u8> = Vec::with_capacity(5);
+    let mut seq: SmallVec<[u8; 5]> = SmallVec::new();
     let last = first + span - 1;
     match op {
         Op::Val(old, run) => {
@@ -213,13 +215,8 @@ pub fn set(s: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Result
         return promote(s, index, count);
     }
     let new_len = end.saturating_add_signed(delta);
-    let tail: Vec<u8> = next
-        .and_then(|n| s.get(n..end))
-        .map(<[u8]>::to_vec)
-        .unwrap_or_default();
-    s.truncate(p);
-    s.extend_from_slice(&seq);
-    s.extend_from_slice(&tail);
+    let old_end = next.unwrap_or(end).max(p);
+    s.splice(p..old_end, seq);
     s.truncate(new_len);
     Ok(updated(s, prev))
 }
