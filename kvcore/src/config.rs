@@ -124,6 +124,7 @@ pub static PARAMS: &[Param] = &[
         true
     ),
     p!("set-max-intset-entries", I32, "512"),
+    p!("hll-sparse-max-bytes", Kind::Memory, "3000"),
     p!("set-max-listpack-entries", I32, "128"),
     p!("set-max-listpack-value", I32, "64"),
     p!(
@@ -167,6 +168,8 @@ pub struct Config {
     pub set_max_listpack_entries: usize,
     /// `set-max-listpack-value`.
     pub set_max_listpack_value: usize,
+    /// `hll-sparse-max-bytes`: the longest sparse HyperLogLog string.
+    pub hll_sparse_max_bytes: usize,
     /// `list-max-listpack-size`: positive = entries per list node, -1..-5 = 4..64 KiB per node.
     pub list_max_listpack_size: i64,
     /// `requirepass` (empty = none).
@@ -196,6 +199,7 @@ impl Default for Config {
             set_max_listpack_entries: 0,
             set_max_listpack_value: 0,
             list_max_listpack_size: 0,
+            hll_sparse_max_bytes: 0,
             requirepass: Vec::new(),
             databases: 16,
             notify_keyspace_events: 0,
@@ -326,6 +330,7 @@ impl Config {
         self.set_max_intset_entries = num(self, "set-max-intset-entries") as usize;
         self.set_max_listpack_entries = num(self, "set-max-listpack-entries") as usize;
         self.set_max_listpack_value = num(self, "set-max-listpack-value") as usize;
+        self.hll_sparse_max_bytes = num(self, "hll-sparse-max-bytes") as usize;
         self.list_max_listpack_size = self
             .get("list-max-listpack-size")
             .and_then(|v| v.parse::<i64>().ok())

@@ -45,6 +45,10 @@ pub enum OpError {
     NoProto,
     /// The database ran out of its memory budget.
     OutOfMemory,
+    /// A string value that is not a HyperLogLog given to a PF command.
+    NotHll,
+    /// A HyperLogLog whose registers cannot be decoded.
+    CorruptHll,
 }
 
 impl OpError {
@@ -77,6 +81,8 @@ impl OpError {
             OpError::OutOfRange => "ERR value is out of range",
             OpError::NoProto => "NOPROTO unsupported protocol version",
             OpError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.",
+            OpError::NotHll => "WRONGTYPE Key is not a valid HyperLogLog string value.",
+            OpError::CorruptHll => "INVALIDOBJ Corrupted HLL object detected",
         }
     }
 }

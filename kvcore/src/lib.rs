@@ -13,6 +13,7 @@
 //!   math for the geo commands.
 //! - [`db`]: [`Db`], the store: 16 databases, clock, config, stats, dispatch and typed API.
 //! - [`commands`]: the command table, one file per family, each ending in its rows.
+//! - [`hll`]: HyperLogLog in Redis's own dense and sparse byte formats.
 //! - [`lazyfree`]: big collections are freed off the command path.
 //! - [`events`]: keyspace events (`notify-keyspace-events`); [`watch`]: the WATCH table.
 //! - [`config`], [`clock`], [`error`], [`glob`], [`num`]: the small pieces they share.
@@ -37,6 +38,7 @@ pub mod evict;
 pub mod geo;
 pub mod glob;
 pub mod hash;
+pub mod hll;
 pub mod keyspace;
 pub mod lazyfree;
 pub mod list;

@@ -124,7 +124,7 @@ impl CommandSpec {
     pub fn written_key_positions(&self, args: &[&[u8]]) -> KeyIndices {
         match self.name {
             "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
-            | "sinterstore" | "sunionstore" | "sdiffstore"
+            | "sinterstore" | "sunionstore" | "sdiffstore" | "pfmerge"
                 if args.len() > 1 =>
             {
                 SmallVec::from_slice(&[1])
@@ -192,6 +192,8 @@ mod tests {
         assert_eq!(keys("MEMORY USAGE k"), (vec![2], vec![]));
         assert_eq!(keys("PING"), (vec![], vec![]));
         assert_eq!(keys("SINTERSTORE d a b"), (vec![1, 2, 3], vec![1]));
+        assert_eq!(keys("PFMERGE d a b"), (vec![1, 2, 3], vec![1]));
+        assert_eq!(keys("PFCOUNT a b"), (vec![1, 2], vec![]));
         assert_eq!(keys("SINTERCARD 2 a b LIMIT 3"), (vec![2, 3], vec![]));
         assert_eq!(keys("SMOVE a b m"), (vec![1, 2], vec![1, 2]));
         assert_eq!(keys("LMPOP 2 a b LEFT"), (vec![2, 3], vec![2, 3]));

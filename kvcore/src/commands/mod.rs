@@ -14,6 +14,7 @@ pub mod docs;
 mod dump;
 mod geo;
 mod hash;
+mod hyperloglog;
 pub(crate) mod keys;
 mod keyspec;
 mod lcs;
@@ -211,6 +212,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(bitmaps::COMMANDS)
         .chain(lcs::COMMANDS)
         .chain(dump::COMMANDS)
+        .chain(hyperloglog::COMMANDS)
 }
 
 struct Table {
@@ -504,7 +506,7 @@ mod tests {
                 // The destination spec first, then the sources to the end: the legacy range
                 // covers every key.
                 let dest_then_sources =
-                    ["sinterstore", "sunionstore", "sdiffstore"].contains(&spec.name);
+                    ["sinterstore", "sunionstore", "sdiffstore", "pfmerge"].contains(&spec.name);
                 if spec.name == "bitop" {
                     // Redis's first key spec is the destination; the sources follow to the end.
                     assert_eq!((spec.first_key, spec.last_key, spec.key_step), (2, -1, 1));

@@ -202,7 +202,7 @@ pub async fn run_locked(
         "zunionstore" | "zinterstore" | "zdiffstore" | "zrangestore" | "geosearchstore"
         | "georadius" | "georadiusbymember" | "zunion" | "zinter" | "zdiff" | "zintercard"
         | "sinter" | "sunion" | "sdiff" | "sintercard" | "sinterstore" | "sunionstore"
-        | "sdiffstore" | "bitop" | "lcs" => {
+        | "sdiffstore" | "bitop" | "lcs" | "pfcount" | "pfmerge" => {
             with_sources(shard, held, session, spec, args, w.out).await
         }
         "zmpop" | "lmpop" => mpop(shard, held, session, spec, args, w.out).await,
@@ -374,8 +374,8 @@ async fn move_key(
 }
 
 /// A command reading keys of several shards and writing at most one (ZUNIONSTORE,
-/// ZRANGESTORE, GEOSEARCHSTORE, GEORADIUS ... STORE, and the pure reads ZUNION, ZINTERCARD
-/// ...): with every key locked, copies of the sources travel to the shard owning the
+/// ZRANGESTORE, GEOSEARCHSTORE, GEORADIUS ... STORE, PFMERGE, and the pure reads ZUNION,
+/// ZINTERCARD, PFCOUNT of several keys ...): with every key locked, copies of the sources travel to the shard owning the
 /// destination (this one, for a pure read) and the command runs there on them, so no other
 /// client sees the sources change under it or the destination half-written.
 async fn with_sources(

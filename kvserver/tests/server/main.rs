@@ -10,6 +10,7 @@ mod differential;
 mod eviction;
 mod hashes;
 mod hostile;
+mod hyperloglog;
 mod lazyfree;
 mod limits;
 mod multishard;

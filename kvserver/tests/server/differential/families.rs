@@ -850,6 +850,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 5,
     },
     Family {
+        name: "hyperloglog",
+        commands: super::hyperloglog::HYPERLOGLOG,
+        weight: 5,
+    },
+    Family {
         name: "pubsub",
         commands: super::pubsub::PUBSUB,
         weight: 3,

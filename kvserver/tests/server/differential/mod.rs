@@ -22,6 +22,7 @@ mod bitmaps;
 mod dump;
 mod families;
 mod hashes;
+mod hyperloglog;
 mod introspection;
 mod lists;
 mod pubsub;
@@ -338,6 +339,11 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
     let mut theirs = Conn::open(pair.redis.port);
     for c in [&mut ours, &mut theirs] {
         assert_eq!(c.pipeline(&[vec![word("FLUSHALL")]]), [b"+OK\r\n"]);
+        // The hyperloglog family changes this; each sequence starts from the default.
+        let reset = ["CONFIG", "SET", "hll-sparse-max-bytes", "3000"]
+            .map(word)
+            .to_vec();
+        assert_eq!(c.pipeline(&[reset]), [b"+OK\r\n"]);
     }
     // Pipelines of a bounded size: neither side's buffers fill while the other waits.
     let mut skew_ms = 0;
