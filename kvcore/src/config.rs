@@ -21,6 +21,8 @@ pub enum Kind {
     Text,
     /// Keyspace event classes (`notify-keyspace-events`): shown in canonical form.
     Events,
+    /// Space-separated percentiles, each 0 to 100 (`latency-tracking-info-percentiles`).
+    Percentiles,
 }
 
 /// One parameter's description.
@@ -95,6 +97,19 @@ pub static PARAMS: &[Param] = &[
     p!("save", Kind::Text, ""),
     p!("appendonly", Kind::Bool, "no"),
     p!("notify-keyspace-events", Kind::Events, ""),
+    p!(
+        "slowlog-log-slower-than",
+        Kind::Int(i64::MIN, i64::MAX),
+        "10000"
+    ),
+    p!("slowlog-max-len", Kind::Int(0, i64::MAX), "128"),
+    p!("latency-monitor-threshold", Kind::Int(0, i64::MAX), "0"),
+    p!("latency-tracking", Kind::Bool, "yes"),
+    p!(
+        "latency-tracking-info-percentiles",
+        Kind::Percentiles,
+        "50 99 99.9"
+    ),
     p!(
         "hash-max-listpack-entries",
         ["hash-max-ziplist-entries"],
@@ -178,6 +193,10 @@ pub struct Config {
     pub databases: usize,
     /// `notify-keyspace-events` as [`crate::events::class`] bits.
     pub notify_keyspace_events: u32,
+    /// The slow log and latency settings recording reads.
+    pub telemetry: crate::telemetry::Settings,
+    /// `latency-tracking-info-percentiles`.
+    pub percentiles: Vec<f64>,
 }
 
 impl Default for Config {
@@ -203,6 +222,13 @@ impl Default for Config {
             requirepass: Vec::new(),
             databases: 16,
             notify_keyspace_events: 0,
+            telemetry: crate::telemetry::Settings {
+                slower_than: 10_000,
+                slowlog_max: 128,
+                monitor_ms: 0,
+                tracking: true,
+            },
+            percentiles: Vec::new(),
         };
         c.refresh_typed();
         c
@@ -307,6 +333,18 @@ fn normalize(p: &Param, v: &str) -> Result<String, String> {
             }
         }
         Kind::Text => Ok(v.to_string()),
+        Kind::Percentiles => {
+            let mut shown = Vec::new();
+            for w in v.split_ascii_whitespace() {
+                match w.parse::<f64>() {
+                    Ok(p) if (0.0..=100.0).contains(&p) => {
+                        shown.push(crate::telemetry::percentile_label(p))
+                    }
+                    _ => return Err("Invalid percentile value".into()),
+                }
+            }
+            Ok(shown.join(" "))
+        }
         Kind::Events => crate::events::parse_classes(v.as_bytes())
             .map(crate::events::classes_to_string)
             .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
@@ -341,6 +379,19 @@ impl Config {
             .as_bytes()
             .to_vec();
         self.databases = num(self, "databases").max(1) as usize;
+        let int = |c: &Config, n: &str| c.get(n).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+        self.telemetry = crate::telemetry::Settings {
+            slower_than: int(self, "slowlog-log-slower-than"),
+            slowlog_max: num(self, "slowlog-max-len").min(usize::MAX as u64) as usize,
+            monitor_ms: num(self, "latency-monitor-threshold"),
+            tracking: self.get("latency-tracking") == Some("yes"),
+        };
+        self.percentiles = self
+            .get("latency-tracking-info-percentiles")
+            .unwrap_or_default()
+            .split_ascii_whitespace()
+            .filter_map(|w| w.parse::<f64>().ok())
+            .collect();
     }
 
     /// The event classes are kept from the value as given: the canonical text shown by

@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::keyspace::Keyspace;
 use crate::resp::reply::{parse_reply, Value as Reply};
 use crate::resp::{Proto, ReplyWriter};
+use crate::telemetry::Outcome;
 
 /// Per-client state that commands read and change (SELECT, HELLO, CLIENT SETNAME ...).
 #[derive(Clone, Debug)]
@@ -43,6 +44,9 @@ pub struct Session {
     pub lib_ver: Option<Vec<u8>>,
     /// Whether the client is local (loopback or embedded), for `enable-debug-command local`.
     pub local: bool,
+    /// The server runs a part of some other command (a shard's step of a command spanning
+    /// shards, a broadcast CONFIG SET): not counted in the command statistics.
+    pub internal: bool,
 }
 
 impl Session {
@@ -71,6 +75,7 @@ impl Default for Session {
             lib_name: None,
             lib_ver: None,
             local: true,
+            internal: false,
         }
     }
 }
@@ -126,6 +131,60 @@ pub struct HostInfo {
     pub startup_memory: Option<u64>,
     /// Number of shards serving the keyspace.
     pub shards: usize,
+    /// Server facts and counters only a network server has (INFO shows zeros without them).
+    pub server: Option<Box<ServerInfo>>,
+}
+
+/// What a network server adds to INFO: its identity, its clients and its network counters.
+#[derive(Clone, Debug, Default)]
+pub struct ServerInfo {
+    /// 40 hex digits, random at start (`run_id`).
+    pub run_id: String,
+    /// `uname`: system, release, machine.
+    pub os: String,
+    /// The binary's path.
+    pub executable: String,
+    /// The configuration file given at start, if any.
+    pub config_file: String,
+    /// Bound addresses, for the `listener0` line.
+    pub bind: Vec<String>,
+    /// Clients subscribed to something.
+    pub pubsub_clients: u64,
+    /// Clients in MULTI with WATCHed keys.
+    pub watching_clients: u64,
+    /// Keys some client is blocked on.
+    pub blocking_keys: u64,
+    /// Pub/sub channels, patterns and shard channels with subscribers.
+    pub pubsub_channels: u64,
+    /// Patterns with subscribers.
+    pub pubsub_patterns: u64,
+    /// Shard channels with subscribers.
+    pub pubsubshard_channels: u64,
+    /// Bytes read from and written to clients.
+    pub net_input_bytes: u64,
+    /// See `net_input_bytes`.
+    pub net_output_bytes: u64,
+    /// Reads and writes on client sockets.
+    pub reads_processed: u64,
+    /// See `reads_processed`.
+    pub writes_processed: u64,
+    /// Connections refused (maxclients).
+    pub rejected_connections: u64,
+    /// Clients closed for their output buffer.
+    pub output_limit_disconnections: u64,
+    /// Clients closed for their query buffer.
+    pub query_limit_disconnections: u64,
+    /// Commands per second over the last seconds.
+    pub ops_per_sec: u64,
+    /// Kilobytes per second read over the last seconds.
+    pub input_kbps: f64,
+    /// Kilobytes per second written over the last seconds.
+    pub output_kbps: f64,
+    /// CPU seconds: system, user (process), system, user (children), system, user (this
+    /// thread).
+    pub cpu: [f64; 6],
+    /// The persistence section's text, when the host has persistence.
+    pub persistence: Option<String>,
 }
 
 /// A single-threaded Redis-compatible store.
@@ -175,7 +234,14 @@ pub struct Db {
     /// Elements at least this long take a list node of their own (DEBUG
     /// QUICKLIST-PACKED-THRESHOLD).
     pub quicklist_packed_threshold: usize,
+    /// Command statistics, slow log and latency events (see [`crate::telemetry`]).
+    pub telemetry: crate::telemetry::Telemetry,
+    /// The host's `ip:port` and name of a client by id, for slow log entries.
+    pub client_label: Option<ClientLabel>,
 }
+
+/// See [`Db::client_label`].
+pub type ClientLabel = Box<dyn Fn(u64) -> (Vec<u8>, Vec<u8>) + Send>;
 
 impl Default for Db {
     fn default() -> Self {
@@ -219,6 +285,8 @@ impl Db {
             no_touch: false,
             active_expire: true,
             quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
+            telemetry: crate::telemetry::Telemetry::default(),
+            client_label: None,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -316,42 +384,90 @@ impl Db {
             out,
             proto: session.proto,
         };
+        let mark = w.out.len();
         let Some(spec) = spec else {
             commands::unknown_command(&mut w, args);
+            if !session.internal {
+                self.telemetry.error(&out[mark..]);
+            }
             return;
         };
-        if !spec.arity_ok(args.len()) {
+        let refused = if !spec.arity_ok(args.len()) {
             commands::wrong_arity(&mut w, spec.name);
+            true
+        } else if !session.authenticated
+            && !spec.has(flags::NO_AUTH)
+            && !self.config.requirepass.is_empty()
+        {
+            w.error(b"NOAUTH Authentication required.");
+            true
+        } else if self.protected_refused(session, spec) {
+            w.error(DEBUG_NOT_ALLOWED);
+            true
+        } else if self.refused_for_memory(spec.flags) {
+            w.error(crate::OpError::OutOfMemory.message().as_bytes());
+            true
+        } else {
+            false
+        };
+        if refused {
+            if !session.internal {
+                self.record(spec, args, 0, Outcome::Rejected, &out[mark..], session.id);
+            }
             return;
         }
         if !session.authenticated && !spec.has(flags::NO_AUTH) {
-            if self.config.requirepass.is_empty() {
-                session.authenticated = true;
-            } else {
-                w.error(b"NOAUTH Authentication required.");
-                return;
-            }
-        }
-        if self.protected_refused(session, spec) {
-            w.error(DEBUG_NOT_ALLOWED);
-            return;
-        }
-        if self.refused_for_memory(spec.flags) {
-            w.error(crate::OpError::OutOfMemory.message().as_bytes());
-            return;
+            session.authenticated = true;
         }
         self.stats.commands += 1;
         let no_touch = session.no_touch && spec.name != "touch";
         if no_touch != self.no_touch {
             self.set_no_touch(no_touch);
         }
+        let start = (!session.internal).then(quanta::Instant::now);
         let mut ctx = Ctx {
             db: self,
             session,
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        if let Some(start) = start {
+            let nanos = start.elapsed().as_nanos() as u64;
+            let failed = out.get(mark) == Some(&b'-');
+            self.record(
+                spec,
+                args,
+                nanos,
+                Outcome::Ran(failed),
+                &out[mark..],
+                session.id,
+            );
+        }
         self.pull_keyspace_logs();
+    }
+
+    /// Records one command in [`Db::telemetry`] with the configured thresholds. A host calls
+    /// this for the commands it runs itself (transactions, commands spanning shards ...).
+    pub fn record(
+        &mut self,
+        spec: &'static commands::CommandSpec,
+        args: &[&[u8]],
+        nanos: u64,
+        outcome: Outcome,
+        reply: &[u8],
+        client: u64,
+    ) {
+        let set = self.config.telemetry;
+        let now_s = self.now / 1000;
+        let pushed = self.telemetry.slowlog_pushed();
+        self.telemetry
+            .record(spec, args, nanos, outcome, reply, client, set, now_s);
+        if self.telemetry.slowlog_pushed() != pushed {
+            if let Some(label) = &self.client_label {
+                let (peer, name) = label(client);
+                self.telemetry.label_newest(peer, name);
+            }
+        }
     }
 
     /// Runs any command by its arguments and returns the decoded reply (RESP2 session on the

@@ -22,7 +22,7 @@ fn is(a: &[u8], name: &str) -> bool {
 /// Whether this command is answered here rather than by one shard's store.
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
-        "info" | "swapdb" => true,
+        "info" | "swapdb" | "slowlog" | "latency" => true,
         "debug" => {
             n > 1
                 && args.len() == 3
@@ -56,6 +56,14 @@ where
     .await
 }
 
+/// Runs a command of a client on this shard's store without counting it: the connection
+/// counts the special commands it hands here.
+fn dispatch_uncounted(shard: &Shard, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
+    session.internal = true;
+    shard.db.borrow_mut().dispatch(session, args, out);
+    session.internal = false;
+}
+
 /// Resident set size in bytes, from /proc.
 fn rss_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -83,14 +91,31 @@ pub async fn run(
         return true;
     }
     if is(name, "INFO") {
-        let parts = everywhere(shard, |sh| sh.db.borrow().shard_stats()).await;
+        let histograms = kvcore::commands::info_wants_histograms(&args[1..]);
+        let parts = everywhere(shard, move |sh| {
+            let net = &sh.net;
+            let traffic = [
+                net.in_bytes.get(),
+                net.out_bytes.get(),
+                net.reads.get(),
+                net.writes.get(),
+            ];
+            (sh.db.borrow().shard_stats_with(histograms), traffic)
+        })
+        .await;
         let mut agg = ShardStats::default();
-        for p in &parts {
+        let mut traffic = [0u64; 4];
+        for (p, t) in &parts {
             agg.merge(p);
+            for (a, b) in traffic.iter_mut().zip(t) {
+                *a += b;
+            }
         }
         let g = &shard.global;
+        let server = server_info(shard, traffic);
         let text = {
             let mut d = shard.db.borrow_mut();
+            d.host.server = Some(Box::new(server));
             d.host.connected_clients = g.connected.load(Ordering::Relaxed) as u64;
             d.host.total_connections = g.total_connections.load(Ordering::Relaxed);
             d.host.moved_connections = g.moved_connections.load(Ordering::Relaxed);
@@ -108,6 +133,14 @@ pub async fn run(
     }
     if is(name, "CLIENT") {
         client(shard, me, args, &mut w);
+        return false;
+    }
+    if is(name, "SLOWLOG") {
+        slowlog(shard, args, &mut w).await;
+        return false;
+    }
+    if is(name, "LATENCY") {
+        latency(shard, args, &mut w).await;
         return false;
     }
     if is(name, "MEMORY") {
@@ -137,7 +170,7 @@ pub async fn run(
     if is(name, "CONFIG") || is(name, "DEBUG") {
         // Check and apply on this shard first: its answer is the reply; then everywhere else.
         let mut local = Vec::new();
-        shard.db.borrow_mut().dispatch(session, args, &mut local);
+        dispatch_uncounted(shard, session, args, &mut local);
         if local.starts_with(b"+") {
             let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
             let me_id = shard.id;
@@ -146,6 +179,7 @@ pub async fn run(
                     let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
                     let mut s = Session {
                         authenticated: true,
+                        internal: true,
                         ..Session::default()
                     };
                     sh.db.borrow_mut().dispatch(&mut s, &refs, &mut Vec::new());
@@ -169,7 +203,7 @@ pub async fn run(
     } else if is(name, "FLUSHDB") || is(name, "FLUSHALL") {
         // Let one shard validate the arguments; apply everywhere only when they are good.
         let mut local = Vec::new();
-        shard.db.borrow_mut().dispatch(session, args, &mut local);
+        dispatch_uncounted(shard, session, args, &mut local);
         if local.starts_with(b"+") {
             let all = is(name, "FLUSHALL");
             everywhere(shard, move |sh| {
@@ -186,6 +220,7 @@ pub async fn run(
             let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
             let mut s = Session {
                 authenticated: true,
+                internal: true,
                 ..Session::default()
             };
             let mut out = Vec::new();
@@ -207,6 +242,7 @@ pub async fn run(
                     let mut sess = Session {
                         db,
                         authenticated: true,
+                        internal: true,
                         ..Session::default()
                     };
                     d.dispatch(&mut sess, &[b"RANDOMKEY"], &mut out);
@@ -223,6 +259,186 @@ pub async fn run(
         scan(shard, db, args, &mut w).await;
     }
     false
+}
+
+/// What INFO shows about the server beside the store's counters.
+fn server_info(shard: &Shard, traffic: [u64; 4]) -> kvcore::ServerInfo {
+    let g = &shard.global;
+    let (mut pubsub_clients, mut watching_clients) = (0, 0);
+    for c in lock(&g.clients).values() {
+        if c.is_pubsub() {
+            pubsub_clients += 1;
+        }
+        if c.watch.load(Ordering::Relaxed) > 0 {
+            watching_clients += 1;
+        }
+    }
+    let (channels, patterns, shard_channels) = crate::pubsub::counts();
+    let (ops, input_kbps, output_kbps) = lock(&g.rates).per_sec();
+    kvcore::ServerInfo {
+        run_id: g.run_id.clone(),
+        os: os_line(),
+        executable: std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        config_file: g
+            .opts
+            .config_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        bind: g.opts.bind.split_whitespace().map(str::to_string).collect(),
+        pubsub_clients,
+        watching_clients,
+        blocking_keys: 0,
+        pubsub_channels: channels,
+        pubsub_patterns: patterns,
+        pubsubshard_channels: shard_channels,
+        net_input_bytes: traffic[0],
+        net_output_bytes: traffic[1],
+        reads_processed: traffic[2],
+        writes_processed: traffic[3],
+        rejected_connections: g.rejected_connections.load(Ordering::Relaxed),
+        output_limit_disconnections: g.output_limit_disconnections.load(Ordering::Relaxed),
+        query_limit_disconnections: g.query_limit_disconnections.load(Ordering::Relaxed),
+        ops_per_sec: ops,
+        input_kbps,
+        output_kbps,
+        cpu: cpu_seconds(),
+        persistence: None,
+    }
+}
+
+/// `uname`'s system, release and machine, as Redis's INFO `os` line.
+fn os_line() -> String {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{} {} {}",
+        read("/proc/sys/kernel/ostype"),
+        read("/proc/sys/kernel/osrelease"),
+        std::env::consts::ARCH
+    )
+}
+
+/// CPU seconds used: system and user of the process, of its children, and of this thread.
+fn cpu_seconds() -> [f64; 6] {
+    let usage = |who: libc::c_int| {
+        // SAFETY: `getrusage` only writes the struct it is given, which is zeroed and ours.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above; `who` is one of the constants getrusage accepts.
+        if unsafe { libc::getrusage(who, &mut ru) } != 0 {
+            return (0.0, 0.0);
+        }
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        (secs(ru.ru_stime), secs(ru.ru_utime))
+    };
+    let (s, u) = usage(libc::RUSAGE_SELF);
+    let (cs, cu) = usage(libc::RUSAGE_CHILDREN);
+    let (ts, tu) = usage(libc::RUSAGE_THREAD);
+    [s, u, cs, cu, ts, tu]
+}
+
+/// SLOWLOG over every shard: entries merged newest first (ids are global), each with its
+/// client's address and name while the client is connected.
+async fn slowlog(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+    use kvcore::commands::monitoring::{parse_slowlog, write_slowlog, SlowlogOp};
+    let Some(op) = parse_slowlog(w, args) else {
+        return;
+    };
+    // Each shard keeps its newest `slowlog-max-len` entries, so the newest that many of the
+    // server are all there; the log shows no more than that, as one Redis would.
+    let max = shard.db.borrow().config.telemetry.slowlog_max;
+    match op {
+        SlowlogOp::Reset => {
+            everywhere(shard, |sh| sh.db.borrow_mut().telemetry.slowlog_reset()).await;
+            w.ok();
+        }
+        SlowlogOp::Len => {
+            let n = everywhere(shard, |sh| sh.db.borrow().telemetry.slowlog_len()).await;
+            w.int(n.iter().sum::<usize>().min(max) as i64);
+        }
+        SlowlogOp::Get(count) => {
+            let parts = everywhere(shard, move |sh| sh.db.borrow().telemetry.slowlog(count)).await;
+            let mut all: Vec<_> = parts.into_iter().flatten().collect();
+            all.sort_by_key(|e| std::cmp::Reverse(e.id));
+            all.truncate(count.min(max));
+            let clients = lock(&shard.global.clients);
+            for e in all.iter_mut().filter(|e| e.peer.is_empty()) {
+                if let Some(c) = clients.get(&e.client) {
+                    e.peer = c.addr.to_string().into_bytes();
+                    e.client_name = lock(&c.name).clone().unwrap_or_default();
+                }
+            }
+            drop(clients);
+            write_slowlog(w, &all);
+        }
+    }
+}
+
+/// LATENCY over every shard: event series merged by second, histograms summed.
+async fn latency(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+    use kvcore::commands::monitoring::{self as m, LatencyOp};
+    let Some(op) = m::parse_latency(w, args) else {
+        return;
+    };
+    let events = || async {
+        let parts = everywhere(shard, |sh| sh.db.borrow().telemetry.events().clone()).await;
+        let mut all: std::collections::BTreeMap<String, kvcore::telemetry::LatencySeries> =
+            Default::default();
+        for p in parts {
+            for (name, s) in p {
+                all.entry(name).or_default().merge(&s);
+            }
+        }
+        all
+    };
+    let (now_s, set) = {
+        let d = shard.db.borrow();
+        (d.now_ms() / 1000, d.config.telemetry)
+    };
+    match op {
+        LatencyOp::History(e) => m::write_history(w, events().await.get(&e)),
+        LatencyOp::Graph(e) => match events().await.get(&e) {
+            Some(s) => w.verbatim(b"txt", m::graph(&e, s, now_s).as_bytes()),
+            None => w.error(format!("ERR No samples available for event '{e}'").as_bytes()),
+        },
+        LatencyOp::Latest => m::write_latest(w, &events().await),
+        LatencyOp::Doctor => {
+            let text = m::doctor(&events().await, set.monitor_ms, set.slower_than, now_s);
+            w.verbatim(b"txt", text.as_bytes());
+        }
+        LatencyOp::Reset(names) => {
+            let removed = everywhere(shard, move |sh| {
+                let mut d = sh.db.borrow_mut();
+                let gone: Vec<String> = (d.telemetry.events().keys())
+                    .filter(|e| names.is_empty() || names.iter().any(|n| n == e.as_bytes()))
+                    .cloned()
+                    .collect();
+                let refs: Vec<&[u8]> = names.iter().map(Vec::as_slice).collect();
+                d.telemetry.reset_events(&refs);
+                gone
+            })
+            .await;
+            // An event is one event however many shards saw it.
+            let distinct: std::collections::BTreeSet<String> =
+                removed.into_iter().flatten().collect();
+            w.int(distinct.len() as i64);
+        }
+        LatencyOp::Histogram(names) => {
+            let parts = everywhere(shard, |sh| sh.db.borrow().telemetry.snapshot(true)).await;
+            let mut snap = kvcore::telemetry::Snapshot::default();
+            if set.tracking {
+                for p in &parts {
+                    snap.merge(p);
+                }
+            }
+            m::write_histogram(w, &snap, &names);
+        }
+    }
 }
 
 async fn scan(shard: &Rc<Shard>, db: usize, args: &[&[u8]], w: &mut ReplyWriter<'_>) {

@@ -172,6 +172,86 @@ pub struct Global {
     pub pause_all: AtomicBool,
     /// Woken by CLIENT UNPAUSE.
     pub unpaused: tokio::sync::Notify,
+    /// Connections refused for `maxclients` (INFO `rejected_connections`).
+    pub rejected_connections: AtomicU64,
+    /// Clients closed for their output buffer limit.
+    pub output_limit_disconnections: AtomicU64,
+    /// Clients closed for their query buffer limit.
+    pub query_limit_disconnections: AtomicU64,
+    /// 40 hex digits drawn at start (INFO `run_id`).
+    pub run_id: String,
+    /// The shards' counters, published at each tick, and the recent samples of their sums.
+    pub rates: Mutex<Rates>,
+}
+
+/// Samples of the counters INFO turns into rates (`instantaneous_ops_per_sec` ...): every
+/// shard publishes its totals at each tick; the ticker sums them ten times a second.
+#[derive(Default)]
+pub struct Rates {
+    per_shard: Vec<[u64; 3]>,
+    samples: std::collections::VecDeque<(Instant, [u64; 3])>,
+}
+
+/// Samples kept: 1.6 seconds at ten a second, as Redis's `STATS_METRIC_SAMPLES`.
+const RATE_SAMPLES: usize = 16;
+
+impl Rates {
+    /// Shard `id`'s totals: commands, bytes read, bytes written.
+    pub fn publish(&mut self, id: usize, totals: [u64; 3]) {
+        if self.per_shard.len() <= id {
+            self.per_shard.resize(id + 1, [0; 3]);
+        }
+        self.per_shard[id] = totals;
+    }
+
+    /// Records the sum of the published totals now.
+    pub fn sample(&mut self, now: Instant) {
+        let mut sum = [0u64; 3];
+        for s in &self.per_shard {
+            for (a, b) in sum.iter_mut().zip(s) {
+                *a += b;
+            }
+        }
+        if self.samples.len() == RATE_SAMPLES {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, sum));
+    }
+
+    /// Commands per second, and KiB per second read and written, over the samples kept.
+    pub fn per_sec(&self) -> (u64, f64, f64) {
+        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
+            return (0, 0.0, 0.0);
+        };
+        let secs = last.0.duration_since(first.0).as_secs_f64();
+        if secs <= 0.0 {
+            return (0, 0.0, 0.0);
+        }
+        let rate = |i: usize| last.1[i].saturating_sub(first.1[i]) as f64 / secs;
+        (rate(0).round() as u64, rate(1) / 1024.0, rate(2) / 1024.0)
+    }
+}
+
+/// A run id: 40 hex digits from the process's randomness (hashed start time, pid, address).
+fn new_run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(40);
+    let state = std::collections::hash_map::RandomState::new();
+    let mut i = 0u64;
+    while out.len() < 40 {
+        let mut h = state.build_hasher();
+        h.write_u64(i);
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.write_u32(std::process::id());
+        out.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    out.truncate(40);
+    out
 }
 
 impl Global {
@@ -191,6 +271,11 @@ impl Global {
             pause_end: AtomicU64::new(0),
             pause_all: AtomicBool::new(false),
             unpaused: tokio::sync::Notify::new(),
+            rejected_connections: AtomicU64::new(0),
+            output_limit_disconnections: AtomicU64::new(0),
+            query_limit_disconnections: AtomicU64::new(0),
+            run_id: new_run_id(),
+            rates: Mutex::new(Rates::default()),
         }
     }
 

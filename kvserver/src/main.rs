@@ -210,6 +210,7 @@ fn tick(global: &Global, inboxes: &[UnboundedSender<Msg>]) {
     loop {
         std::thread::sleep(Duration::from_millis(100));
         alloc::sample_peak();
+        global::lock(&global.rates).sample(std::time::Instant::now());
         let stop = global.shutdown.load(Ordering::Relaxed);
         for inbox in inboxes {
             let _ = inbox.send(if stop { Msg::Stop } else { Msg::Tick });
@@ -240,6 +241,14 @@ async fn shard_main(
     let actual = listener.local_addr().map(|a| a.port()).unwrap_or(port);
     let _ = tx.send(Ok(actual));
     let mut db = Db::with_config(global.opts.store.clone());
+    let registry = global.clone();
+    db.client_label = Some(Box::new(move |id| {
+        let clients = global::lock(&registry.clients);
+        clients.get(&id).map_or((Vec::new(), Vec::new()), |c| {
+            let name = global::lock(&c.name).clone().unwrap_or_default();
+            (c.addr.to_string().into_bytes(), name)
+        })
+    }));
     db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
     let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
     shard.events_hook.set(Some(pubsub::publish_events));

@@ -27,6 +27,8 @@ pub struct Options {
     pub protected_mode: bool,
     /// The store's configuration.
     pub store: Config,
+    /// The configuration file the server was started with (CONFIG REWRITE writes it).
+    pub config_file: Option<std::path::PathBuf>,
 }
 
 /// One class of Redis's `client-output-buffer-limit`.
@@ -96,6 +98,7 @@ impl Default for Options {
             loglevel: 2,
             protected_mode: true,
             store: Config::default(),
+            config_file: None,
         }
     }
 }
@@ -132,6 +135,7 @@ pub enum Parsed {
 /// Parses the command line (without the program name).
 pub fn parse(args: &[String]) -> Result<Parsed, String> {
     let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut config_file = None;
     let mut i = 0;
     if let Some(first) = args.first() {
         if first == "--help" || first == "-h" {
@@ -141,6 +145,9 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             let text = std::fs::read_to_string(first)
                 .map_err(|e| format!("can't read config file '{first}': {e}"))?;
             pairs.extend(parse_file(&text)?);
+            config_file = Some(
+                std::fs::canonicalize(first).unwrap_or_else(|_| std::path::PathBuf::from(first)),
+            );
             i = 1;
         }
     }
@@ -166,7 +173,10 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         pairs.push((name.to_string(), vals.join(" ")));
         i += 1;
     }
-    let mut o = Options::default();
+    let mut o = Options {
+        config_file,
+        ..Options::default()
+    };
     for (name, value) in pairs {
         apply(&mut o, &name, &value)?;
     }

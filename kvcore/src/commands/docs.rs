@@ -43,6 +43,13 @@ pub const SERVED_SUBCOMMANDS: &[&str] = &[
     "config|resetstat",
     "config|rewrite",
     "config|set",
+    "latency|doctor",
+    "latency|graph",
+    "latency|help",
+    "latency|histogram",
+    "latency|history",
+    "latency|latest",
+    "latency|reset",
     "memory|doctor",
     "memory|help",
     "memory|malloc-stats",
@@ -60,6 +67,10 @@ pub const SERVED_SUBCOMMANDS: &[&str] = &[
     "pubsub|numsub",
     "pubsub|shardchannels",
     "pubsub|shardnumsub",
+    "slowlog|get",
+    "slowlog|help",
+    "slowlog|len",
+    "slowlog|reset",
 ];
 
 /// Key spec flags, in Redis's reply order (`addReplyFlagsForKeyArgs`).
@@ -230,6 +241,13 @@ fn table() -> &'static HashMap<&'static str, Entry> {
         }
         table
     })
+}
+
+/// Whether `name` is a container command we serve subcommands of (CONFIG, CLIENT ...).
+pub fn is_container(name: &str) -> bool {
+    SERVED_SUBCOMMANDS
+        .iter()
+        .any(|s| s.split_once('|').is_some_and(|(p, _)| p == name))
 }
 
 /// The facts of a command by full name (lower case), served or not.

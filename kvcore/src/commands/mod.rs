@@ -15,10 +15,13 @@ mod dump;
 mod geo;
 mod hash;
 mod hyperloglog;
+mod info;
 pub(crate) mod keys;
 mod keyspec;
+pub use info::wants_histograms as info_wants_histograms;
 mod lcs;
 mod list;
+pub mod monitoring;
 mod served;
 mod server;
 mod set;
@@ -213,6 +216,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(lcs::COMMANDS)
         .chain(dump::COMMANDS)
         .chain(hyperloglog::COMMANDS)
+        .chain(monitoring::COMMANDS)
 }
 
 struct Table {

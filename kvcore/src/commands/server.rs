@@ -458,17 +458,6 @@ fn command_getkeys(c: &mut Ctx<'_>, t: &[&[u8]], with_flags: bool) {
     }
 }
 
-/// Sections INFO prints by default, in order.
-const SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "stats",
-    "replication",
-    "cpu",
-    "keyspace",
-];
-
 /// Counters of one shard that INFO sums over all shards.
 #[derive(Clone, Debug, Default)]
 pub struct ShardStats {
@@ -484,6 +473,12 @@ pub struct ShardStats {
     pub tables: Vec<(usize, usize)>,
     /// Databases rehashing a table now.
     pub rehashing: usize,
+    /// Command and error counters (latency histograms only when asked for).
+    pub telemetry: crate::telemetry::Snapshot,
+    /// Keys watched by some client.
+    pub watched_keys: usize,
+    /// Hashes with field deadlines, per logical database.
+    pub subexpiry: Vec<usize>,
 }
 
 impl ShardStats {
@@ -509,13 +504,29 @@ impl ShardStats {
             a.1 += b.1;
         }
         self.rehashing += o.rehashing;
+        self.telemetry.merge(&o.telemetry);
+        self.watched_keys += o.watched_keys;
+        if self.subexpiry.len() < o.subexpiry.len() {
+            self.subexpiry.resize(o.subexpiry.len(), 0);
+        }
+        for (a, b) in self.subexpiry.iter_mut().zip(&o.subexpiry) {
+            *a += b;
+        }
     }
 }
 
 impl Db {
     /// This store's counters, for INFO over several shards.
     pub fn shard_stats(&self) -> ShardStats {
+        self.shard_stats_with(false)
+    }
+
+    /// [`Db::shard_stats`], with the latency histograms when `histograms`.
+    pub fn shard_stats_with(&self, histograms: bool) -> ShardStats {
         ShardStats {
+            telemetry: self.telemetry.snapshot(histograms),
+            watched_keys: self.watched_keys(),
+            subexpiry: self.hash_ttl_keys.iter().map(|k| k.len()).collect(),
             keyspace: self
                 .dbs
                 .iter()
@@ -534,79 +545,6 @@ impl Db {
         }
     }
 
-    /// The text of one INFO section (with its `# Title` line), or `None` if unknown.
-    pub fn info_section(&self, name: &str) -> Option<String> {
-        self.info_section_with(name, &self.shard_stats())
-    }
-
-    /// Like [`Db::info_section`], with counters summed over shards.
-    pub fn info_section_with(&self, name: &str, agg: &ShardStats) -> Option<String> {
-        use std::fmt::Write;
-        let mut s = String::new();
-        let h = &self.host;
-        match name {
-            "server" => {
-                let uptime = self.now.saturating_sub(h.started_ms) / 1000;
-                let _ = write!(
-                    s,
-                    "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nkvstore_version:{}\r\nos:{}\r\narch_bits:64\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:10\r\nshards:{}\r\n",
-                    crate::REDIS_VERSION,
-                    env!("CARGO_PKG_VERSION"),
-                    std::env::consts::OS,
-                    std::process::id(),
-                    h.tcp_port,
-                    uptime,
-                    uptime / 86400,
-                    h.shards,
-                );
-            }
-            "clients" => {
-                let _ = write!(
-                    s,
-                    "# Clients\r\nconnected_clients:{}\r\nmaxclients:{}\r\nblocked_clients:{}\r\n",
-                    h.connected_clients,
-                    self.config.get("maxclients").unwrap_or("0"),
-                    h.blocked_clients,
-                );
-            }
-            "memory" => {
-                let used = h.used_memory.unwrap_or_else(|| self.estimated_memory());
-                let _ = write!(
-                    s,
-                    "# Memory\r\nused_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nmaxmemory:{}\r\nmaxmemory_policy:{}\r\nmem_allocator:{}\r\nlazyfree_pending_objects:{}\r\n",
-                    human_bytes(used),
-                    h.rss.unwrap_or(0),
-                    self.config.maxmemory,
-                    self.config.get("maxmemory-policy").unwrap_or("noeviction"),
-                    if h.used_memory.is_some() { "mimalloc" } else { "libc" },
-                    crate::lazyfree::pending(),
-                );
-            }
-            "stats" => {
-                let expired = agg.expired;
-                let _ = write!(
-                    s,
-                    "# Stats\r\ntotal_connections_received:{}\r\ntotal_commands_processed:{}\r\nexpired_keys:{expired}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\nmoved_connections:{}\r\nlazyfreed_objects:{}\r\n",
-                    h.total_connections, agg.stats.commands, agg.evicted, agg.stats.keyspace_hits, agg.stats.keyspace_misses, h.moved_connections, crate::lazyfree::freed(),
-                );
-            }
-            "replication" => s.push_str("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
-            "cpu" => {
-                s.push_str("# CPU\r\n");
-            }
-            "keyspace" => {
-                s.push_str("# Keyspace\r\n");
-                for (i, &(keys, expires)) in agg.keyspace.iter().enumerate() {
-                    if keys > 0 {
-                        let _ = write!(s, "db{i}:keys={keys},expires={expires},avg_ttl=0\r\n");
-                    }
-                }
-            }
-            _ => return None,
-        }
-        Some(s)
-    }
-
     /// A rough count of the bytes the keyspace holds, for hosts that do not count allocations.
     pub fn estimated_memory(&self) -> u64 {
         self.dbs
@@ -618,34 +556,9 @@ impl Db {
             })
             .sum::<usize>() as u64
     }
-
-    /// INFO text for the requested sections (empty = default sections).
-    pub fn info(&self, sections: &[&[u8]]) -> String {
-        self.info_with(sections, &self.shard_stats())
-    }
-
-    /// INFO text with counters summed over shards.
-    pub fn info_with(&self, sections: &[&[u8]], agg: &ShardStats) -> String {
-        let mut wanted: Vec<String> = sections
-            .iter()
-            .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
-            .collect();
-        if wanted.is_empty()
-            || wanted
-                .iter()
-                .any(|w| w == "default" || w == "all" || w == "everything")
-        {
-            wanted = SECTIONS.iter().map(|s| s.to_string()).collect();
-        }
-        let parts: Vec<String> = wanted
-            .iter()
-            .filter_map(|w| self.info_section_with(w, agg))
-            .collect();
-        parts.join("\r\n")
-    }
 }
 
-fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
     for (u, size) in units {
         if n >= size {
@@ -714,6 +627,8 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         match c.db.config.set_many(&pairs) {
             Ok(()) => {
                 c.db.sync_log_mask();
+                let max = c.db.config.telemetry.slowlog_max;
+                c.db.telemetry.slowlog_trim(max);
                 // A new limit or policy applies at once, as Redis evicts on CONFIG SET.
                 c.db.sync_access();
                 c.db.evict();
@@ -729,6 +644,7 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         for ks in &mut c.db.dbs {
             ks.expired_keys = 0;
         }
+        c.db.telemetry.reset_stats();
         c.out.ok();
     } else if args::is(sub, "REWRITE") {
         c.out
@@ -844,33 +760,33 @@ fn memory(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 /// Memory figures MEMORY STATS and MEMORY DOCTOR report (Redis's redisMemOverhead).
-struct Overhead {
-    peak: u64,
-    total: u64,
-    startup: u64,
-    rss: u64,
-    tables: Vec<(usize, usize)>,
-    overhead_total: u64,
-    keys: u64,
+pub(crate) struct Overhead {
+    pub(crate) peak: u64,
+    pub(crate) total: u64,
+    pub(crate) startup: u64,
+    pub(crate) rss: u64,
+    pub(crate) tables: Vec<(usize, usize)>,
+    pub(crate) overhead_total: u64,
+    pub(crate) keys: u64,
 }
 
 impl Overhead {
-    fn net(&self) -> u64 {
+    pub(crate) fn net(&self) -> u64 {
         self.total.saturating_sub(self.startup)
     }
-    fn dataset(&self) -> u64 {
+    pub(crate) fn dataset(&self) -> u64 {
         self.total.saturating_sub(self.overhead_total)
     }
-    fn total_frag(&self) -> f64 {
+    pub(crate) fn total_frag(&self) -> f64 {
         self.rss as f64 / self.total.max(1) as f64
     }
-    fn total_frag_bytes(&self) -> i64 {
+    pub(crate) fn total_frag_bytes(&self) -> i64 {
         self.rss as i64 - self.total as i64
     }
 }
 
 impl Db {
-    fn overhead(&self, agg: &ShardStats) -> Overhead {
+    pub(crate) fn overhead(&self, agg: &ShardStats) -> Overhead {
         let h = &self.host;
         let total = h.used_memory.unwrap_or_else(|| self.estimated_memory());
         let startup = h.startup_memory.unwrap_or(0).min(total);

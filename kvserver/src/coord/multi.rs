@@ -716,6 +716,7 @@ async fn dispatch_on(
                 db,
                 proto,
                 authenticated: true,
+                internal: true,
                 ..Session::default()
             };
             let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();

@@ -23,6 +23,7 @@ use std::time::Duration;
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
 use kvcore::resp::parse::{Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
+use kvcore::telemetry::Outcome;
 use kvcore::Session;
 use smallvec::SmallVec;
 use tokio::io::{AsyncWriteExt, Interest};
@@ -351,6 +352,10 @@ impl<'a> Conn<'a> {
                         input.end -= input.start;
                         input.start = 0;
                     } else if input.rbuf.len() >= self.query_limit {
+                        shard
+                            .global
+                            .query_limit_disconnections
+                            .fetch_add(1, Ordering::Relaxed);
                         return Err(std::io::Error::other(
                             "closing client that reached the max query buffer length",
                         ));
@@ -374,6 +379,7 @@ impl<'a> Conn<'a> {
             if n == 0 {
                 return Ok(End::Closed);
             }
+            shard.net.read(n);
             input.end += n;
             if input.end - input.start < input.wait_for {
                 continue;
@@ -613,13 +619,21 @@ impl<'a> Conn<'a> {
                 self.multi = Some(Box::default());
                 self.entry.multi.store(0, Ordering::Relaxed);
                 self.hops = 0;
+                let mark = self.out.len();
                 self.out.extend_from_slice(b"+OK\r\n");
+                self.count(spec, args, None, mark);
                 Some(Step::Go)
             }
             // PUBLISH from a client that subscribes to nothing: no reply of its own can
             // interleave, so it needs no await (the common publisher).
             Route::Conn(spec) if matches!(spec.name, "publish" | "spublish") => {
+                let start = quanta::Instant::now();
                 let n = pubsub::publish_command(self.shard, spec.name == "spublish", args);
+                let nanos = start.elapsed().as_nanos() as u64;
+                let mut d = self.shard.db.borrow_mut();
+                d.stats.commands += 1;
+                d.record(spec, args, nanos, Outcome::Ran(false), b"", self.session.id);
+                drop(d);
                 let out = if self.pend.active {
                     let a = self.pend.local.len();
                     kvcore::resp::ReplyWriter::new(&mut self.pend.local, self.session.proto).int(n);
@@ -633,6 +647,31 @@ impl<'a> Conn<'a> {
             }
             _ => None,
         }
+    }
+
+    /// Counts a command this connection served itself (the store counts the ones it runs):
+    /// its reply is what was written to the output from `mark`; `start` is `None` for a
+    /// command whose time is waiting, not work.
+    fn count(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        start: Option<quanta::Instant>,
+        mark: usize,
+    ) {
+        let nanos = start.map_or(0, |s| s.elapsed().as_nanos() as u64);
+        let reply = self.out.get(mark..).unwrap_or_default();
+        let failed = reply.first() == Some(&b'-');
+        let mut d = self.shard.db.borrow_mut();
+        d.stats.commands += 1;
+        d.record(
+            spec,
+            args,
+            nanos,
+            Outcome::Ran(failed),
+            reply,
+            self.session.id,
+        );
     }
 
     /// Adds a command for shard `s` to its batch (sent when the read batch is done).
@@ -664,8 +703,12 @@ impl<'a> Conn<'a> {
         if self.pend.active {
             return None;
         }
+        let (start, mark) = (quanta::Instant::now(), self.out.len());
         if !tx::run_here(self.shard, self.session, &multi.queue, &mut self.out) {
             return None;
+        }
+        if let Some(spec) = commands::lookup(args[0]) {
+            self.count(spec, args, Some(start), mark);
         }
         let changes = multi.session_changes;
         self.end_multi();
@@ -755,17 +798,20 @@ impl<'a> Conn<'a> {
                 }
             }
             Route::Remote(s) => self.queue_remote(s, args),
-            Route::Multi(_) => {
+            Route::Multi(spec) => {
                 self.hops = 0;
                 self.resolve().await;
+                let (start, mark) = (quanta::Instant::now(), self.out.len());
                 // Boxed: rare, and its state would otherwise enlarge every idle connection.
                 Box::pin(multi::run(shard, self.session, args, &mut self.out)).await;
+                self.count(spec, args, Some(start), mark);
             }
             Route::Blocking => {
                 self.hops = 0;
                 self.resolve().await;
                 // The replies before it go out now: this one may take a while.
                 self.write_out(stream).await?;
+                let mark = self.out.len();
                 let mut sent_meanwhile = Vec::new();
                 let ended = {
                     let gone = read_while_blocked(stream, &mut sent_meanwhile, input_room);
@@ -782,20 +828,31 @@ impl<'a> Conn<'a> {
                 if ended == blocking::Outcome::Gone {
                     return Err(std::io::Error::other("client gone while blocked"));
                 }
+                // Counted without a duration: the time it waited is no work (as in Redis,
+                // where a blocked command is timed only when it runs).
+                if let Some(spec) = commands::lookup(args[0]) {
+                    self.count(spec, args, None, mark);
+                }
                 if !sent_meanwhile.is_empty() {
                     return Ok(Step::Input(sent_meanwhile));
                 }
             }
             Route::Special => {
                 self.resolve().await;
+                let (start, mark) = (quanta::Instant::now(), self.out.len());
                 let (session, entry) = (&mut *self.session, self.entry);
                 if Box::pin(admin::run(shard, session, entry, args, &mut self.out)).await {
                     return Ok(Step::Close);
                 }
+                if let Some(spec) = commands::lookup(args[0]) {
+                    self.count(spec, args, Some(start), mark);
+                }
             }
             Route::Conn(spec) if spec.name == "wait" => {
                 self.resolve().await;
+                let mark = self.out.len();
                 let Some(ms) = self.wait_for(args, false) else {
+                    self.count(spec, args, None, mark);
                     return Ok(Step::Go);
                 };
                 // No replica will ever acknowledge: the client waits out its timeout (forever
@@ -819,7 +876,9 @@ impl<'a> Conn<'a> {
                 if gone {
                     return Err(std::io::Error::other("client gone while in WAIT"));
                 }
+                let mark = self.out.len();
                 self.out.extend_from_slice(b":0\r\n");
+                self.count(spec, args, None, mark);
                 if !sent_meanwhile.is_empty() {
                     return Ok(Step::Input(sent_meanwhile));
                 }
@@ -827,7 +886,9 @@ impl<'a> Conn<'a> {
             Route::Conn(spec) => {
                 self.hops = 0;
                 self.resolve().await;
+                let (start, mark) = (quanta::Instant::now(), self.out.len());
                 Box::pin(self.served_here(spec, args)).await;
+                self.count(spec, args, Some(start), mark);
             }
         }
         Ok(Step::Go)
@@ -1275,7 +1336,18 @@ impl<'a> Conn<'a> {
         } else {
             global.opts.output_limit
         };
-        write_out(stream, &mut self.out, limit).await
+        if !self.out.is_empty() {
+            self.shard.net.wrote(self.out.len());
+        }
+        let r = write_out(stream, &mut self.out, limit).await;
+        if r.as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::Other)
+        {
+            global
+                .output_limit_disconnections
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        r
     }
 
     /// Drops what ties the client to the server: its transaction, watches, subscriptions.

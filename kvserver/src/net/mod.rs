@@ -59,6 +59,7 @@ pub async fn accept(shard: Rc<Shard>, listener: TcpListener) {
         let (stream, peer): (tokio::net::TcpStream, SocketAddr) = stream;
         global.total_connections.fetch_add(1, Ordering::Relaxed);
         let refuse = if global.connected.fetch_add(1, Ordering::Relaxed) >= global.opts.maxclients {
+            global.rejected_connections.fetch_add(1, Ordering::Relaxed);
             Some(&b"-ERR max number of clients reached\r\n"[..])
         } else if !is_local(peer.ip()) && protected(&shard) {
             Some(DENIED)

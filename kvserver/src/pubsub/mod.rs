@@ -620,6 +620,19 @@ fn deliver_here(shard: &Shard, kind: usize, channel: &[u8], msg: &[u8]) {
     }
 }
 
+/// Channels, patterns and shard channels with subscribers (INFO stats), from this shard's
+/// view of every shard.
+pub fn counts() -> (u64, u64, u64) {
+    LOCAL.with(|l| {
+        let l = l.borrow();
+        (
+            l.view[GLOBAL].len() as u64,
+            l.pview.len() as u64,
+            l.view[SHARDED].len() as u64,
+        )
+    })
+}
+
 /// PUBSUB CHANNELS, NUMSUB, NUMPAT, SHARDCHANNELS, SHARDNUMSUB and HELP, from this shard's
 /// view of every shard.
 fn introspect(args: &[&[u8]], w: &mut ReplyWriter<'_>) {

@@ -9,6 +9,8 @@ pub struct RemoteBatch {
     pub(super) data: Vec<u8>,
     pub(super) arg_lens: Vec<u32>,
     pub(super) cmds: Vec<(u32, u32, u8)>, // (argc, db, RESP3 | NO_TOUCH bits)
+    /// The client whose commands these are (one connection fills a batch).
+    pub(super) client: u64,
 }
 
 /// [`RemoteBatch`] command bit: the client speaks RESP3.
@@ -29,6 +31,7 @@ impl RemoteBatch {
             0
         } | if session.no_touch { NO_TOUCH } else { 0 };
         self.cmds.push((args.len() as u32, session.db as u32, bits));
+        self.client = session.id;
     }
 
     /// Number of commands.

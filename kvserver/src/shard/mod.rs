@@ -93,6 +93,35 @@ pub struct Handoff {
     pub entry: Arc<ClientEntry>,
 }
 
+/// Traffic of this shard's clients (INFO stats).
+#[derive(Default)]
+pub struct NetCounters {
+    /// Bytes read from clients.
+    pub in_bytes: Cell<u64>,
+    /// Bytes written to clients.
+    pub out_bytes: Cell<u64>,
+    /// Socket reads that returned data.
+    pub reads: Cell<u64>,
+    /// Socket writes.
+    pub writes: Cell<u64>,
+}
+
+impl NetCounters {
+    /// Counts one read of `n` bytes.
+    #[inline]
+    pub fn read(&self, n: usize) {
+        self.in_bytes.set(self.in_bytes.get() + n as u64);
+        self.reads.set(self.reads.get() + 1);
+    }
+
+    /// Counts one write of `n` bytes.
+    #[inline]
+    pub fn wrote(&self, n: usize) {
+        self.out_bytes.set(self.out_bytes.get() + n as u64);
+        self.writes.set(self.writes.get() + 1);
+    }
+}
+
 /// The executor-local state of one shard.
 pub struct Shard {
     /// This shard's index.
@@ -127,6 +156,8 @@ pub struct Shard {
     pub arrived: Notify,
     /// Publishes the store's keyspace events (set by the pub/sub feature at start-up).
     pub events_hook: Cell<Option<fn(&Shard)>>,
+    /// Traffic counters.
+    pub net: NetCounters,
 }
 
 impl Shard {
@@ -155,6 +186,7 @@ impl Shard {
             arrivals: RefCell::new(VecDeque::new()),
             arrived: Notify::new(),
             events_hook: Cell::new(None),
+            net: NetCounters::default(),
         }
     }
 
@@ -362,6 +394,7 @@ impl Shard {
         };
         let mut session = Session {
             authenticated: true,
+            id: batch.client,
             ..Session::default()
         };
         self.db.borrow_mut().refresh_clock();
@@ -423,6 +456,9 @@ impl Shard {
                 self.serve_deferred();
             }
             Msg::Tick => {
+                let commands = self.db.borrow().stats.commands;
+                let totals = [commands, self.net.in_bytes.get(), self.net.out_bytes.get()];
+                crate::global::lock(&self.global.rates).publish(self.id, totals);
                 self.db.borrow_mut().cron(Duration::from_millis(5));
                 self.after_writes();
             }

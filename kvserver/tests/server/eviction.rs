@@ -304,7 +304,7 @@ fn evicting_a_big_collection_frees_it_in_the_background() {
     set_config(&mut c, "maxmemory-policy", "allkeys-random");
     set_config(&mut c, "maxmemory", "1");
     let start = std::time::Instant::now();
-    while info_field(&mut c, "stats", "lazyfreed_objects") == 0 {
+    while info_field(&mut c, "memory", "lazyfreed_objects") == 0 {
         assert!(
             start.elapsed().as_secs() < 10,
             "the set was never freed in the background"

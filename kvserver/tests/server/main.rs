@@ -13,6 +13,7 @@ mod hostile;
 mod hyperloglog;
 mod lazyfree;
 mod limits;
+mod monitoring;
 mod multishard;
 mod notifications;
 mod pubsub;

@@ -18,6 +18,8 @@ const INFO_CHANGED_SINCE_7_0: &[&str] = &[
     "command",     // container
     "config",      // container
     "memory",      // container
+    "slowlog",     // container: subcommands in Redis's dict order
+    "latency",     // container: subcommands in Redis's dict order
     "object",      // container
     "pubsub",      // container
     "msetnx",      // 7.4: request_policy/response_policy tips dropped
@@ -463,5 +465,53 @@ fn debug_subcommands() {
         expired(&mut c),
         30,
         "the background cycle expires them again"
+    );
+}
+
+fn info_text(s: &mut std::net::TcpStream, section: &str) -> String {
+    crate::support::call(s, &format!("INFO {section}"))
+}
+
+/// INFO's sections in Redis's order, and every field redis-server 7.0.15 prints (7.4 adds
+/// fields, which we print too).
+#[test]
+fn info_has_every_field_redis_prints() {
+    let redis = Redis::start();
+    let mut r = std::net::TcpStream::connect(("127.0.0.1", redis.port)).unwrap();
+    let server = crate::support::Server::start(&["--threads", "3"]);
+    let mut s = server.raw();
+    for c in [&mut r, &mut s] {
+        crate::support::call(c, "SET k v");
+        crate::support::call(c, "GET k");
+    }
+    // The reply's `$len` line first, then the text.
+    let fields_of = |text: &str| -> (Vec<String>, std::collections::BTreeSet<String>) {
+        let text = text.split_once("\r\n").map_or("", |(_, t)| t);
+        let titles = text
+            .split("\r\n")
+            .filter(|l| l.starts_with('#'))
+            .map(str::to_string)
+            .collect();
+        let names = text
+            .split("\r\n")
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(|l| l.split_once(':').expect("field:value").0.to_string())
+            .collect();
+        (titles, names)
+    };
+    let (redis_titles, redis_fields) = fields_of(&info_text(&mut r, "everything"));
+    let (our_titles, our_fields) = fields_of(&info_text(&mut s, "everything"));
+    assert_eq!(our_titles, redis_titles);
+    let missing: Vec<_> = redis_fields.difference(&our_fields).collect();
+    assert!(
+        missing.is_empty(),
+        "fields redis-server prints and we do not: {missing:?}"
+    );
+    let (default_titles, _) = fields_of(&info_text(&mut s, ""));
+    let (redis_default, _) = fields_of(&info_text(&mut r, ""));
+    assert_eq!(default_titles, redis_default);
+    assert_eq!(
+        info_text(&mut s, "nosuchsection").trim_end(),
+        info_text(&mut r, "nosuchsection").trim_end()
     );
 }

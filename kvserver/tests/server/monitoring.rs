@@ -1,0 +1,157 @@
+//! Command statistics, the slow log and the latency monitor with 1 and 3 shards: each client
+//! command is counted once whatever route it takes (on its shard, on another shard, spanning
+//! shards, answered by the server, inside MULTI), errors by code, slow commands with their
+//! client, and INFO carries every field Redis 7.0.15 prints.
+
+use crate::support::{call, key_on, Server};
+
+const SHARDS: [usize; 2] = [1, 3];
+
+/// `field:value` lines of an INFO reply (bulk or verbatim).
+fn info(s: &mut std::net::TcpStream, section: &str) -> String {
+    call(s, &format!("INFO {section}"))
+}
+
+fn stat<'a>(text: &'a str, name: &str) -> &'a str {
+    text.split("\r\n")
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+#[test]
+fn commands_are_counted_once_whatever_their_route() {
+    for n in SHARDS {
+        let server = Server::start(&["--threads", &n.to_string()]);
+        let mut s = server.raw();
+        let (a, b) = (key_on("a", 0, n, 0), key_on("b", n - 1, n, 0));
+        for k in [&a, &b] {
+            assert_eq!(call(&mut s, &format!("SET {k} 1")), "+OK\r\n");
+        }
+        call(&mut s, &format!("MSET {a} 2 {b} 3"));
+        call(&mut s, "CONFIG SET hz 10");
+        call(&mut s, "MULTI");
+        call(&mut s, &format!("GET {a}"));
+        call(&mut s, &format!("GET {b}"));
+        call(&mut s, "EXEC");
+        call(&mut s, &format!("LPUSH {a} x"));
+        call(&mut s, "GET");
+        call(&mut s, "NOSUCHCOMMAND");
+        let text = info(&mut s, "commandstats");
+        let calls = |name: &str| {
+            stat(&text, &format!("cmdstat_{name}"))
+                .split(',')
+                .map(|f| f.split_once('=').unwrap())
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        assert_eq!(calls("set")["calls"], "2", "{n} shards: {text}");
+        assert_eq!(calls("mset")["calls"], "1", "{n} shards: {text}");
+        assert_eq!(calls("config|set")["calls"], "1", "{n} shards: {text}");
+        assert_eq!(calls("multi")["calls"], "1");
+        assert_eq!(calls("exec")["calls"], "1");
+        assert_eq!(calls("get")["calls"], "2", "{text}");
+        assert_eq!(calls("get")["rejected_calls"], "1", "{text}");
+        assert_eq!(calls("lpush")["failed_calls"], "1", "{text}");
+        let errors = info(&mut s, "errorstats");
+        assert_eq!(stat(&errors, "errorstat_WRONGTYPE"), "count=1");
+        assert_eq!(stat(&errors, "errorstat_ERR"), "count=2");
+        let stats = info(&mut s, "stats");
+        assert_eq!(stat(&stats, "total_error_replies"), "3");
+        let latency = info(&mut s, "latencystats");
+        assert!(stat(&latency, "latency_percentiles_usec_mset").starts_with("p50="));
+        assert!(stat(&latency, "latency_percentiles_usec_mset").contains(",p99.9="));
+        let h = call(&mut s, "LATENCY HISTOGRAM set");
+        assert!(
+            h.starts_with("*2\r\n$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:2\r\n"),
+            "{h}"
+        );
+        assert_eq!(call(&mut s, "CONFIG RESETSTAT"), "+OK\r\n");
+        let text = info(&mut s, "commandstats");
+        assert!(!text.contains("cmdstat_set"), "{n} shards: {text}");
+        assert_eq!(stat(&info(&mut s, "stats"), "total_error_replies"), "0");
+    }
+}
+
+#[test]
+fn slowlog_over_all_shards() {
+    for n in SHARDS {
+        let server = Server::start(&["--threads", &n.to_string()]);
+        let mut s = server.raw();
+        call(&mut s, "CLIENT SETNAME slowpoke");
+        let me = call(&mut s, "CLIENT INFO");
+        let addr = me
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix("addr="))
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            call(&mut s, "CONFIG SET slowlog-log-slower-than 0"),
+            "+OK\r\n"
+        );
+        let keys: Vec<String> = (0..n).map(|i| key_on("k", i, n, 0)).collect();
+        for k in &keys {
+            call(&mut s, &format!("SET {k} v"));
+        }
+        let len: usize = call(&mut s, "SLOWLOG LEN")[1..].trim().parse().unwrap();
+        // CONFIG SET itself, the SETs (SLOWLOG LEN is counted after it answers).
+        assert_eq!(len, 1 + n, "{n} shards");
+        let got = call(&mut s, "SLOWLOG GET -1");
+        for k in &keys {
+            assert!(
+                got.contains(&format!("$3\r\nSET\r\n${}\r\n{k}\r\n", k.len())),
+                "{got}"
+            );
+        }
+        assert!(
+            got.contains(&format!("${}\r\n{addr}\r\n$8\r\nslowpoke\r\n", addr.len())),
+            "{got}"
+        );
+        // Newest first: the last SET leads.
+        let last = keys.last().unwrap();
+        let first_args = got.find("SET").unwrap();
+        assert!(got[first_args..].starts_with(&format!("SET\r\n${}\r\n{last}", last.len())));
+        assert_eq!(
+            call(&mut s, "SLOWLOG GET -2"),
+            "-ERR count should be greater than or equal to -1\r\n"
+        );
+        call(&mut s, "CONFIG SET slowlog-max-len 2");
+        assert_eq!(call(&mut s, "SLOWLOG LEN"), ":2\r\n");
+        assert_eq!(call(&mut s, "SLOWLOG RESET"), "+OK\r\n");
+        call(&mut s, "CONFIG SET slowlog-log-slower-than -1");
+        // As redis-server: the RESET itself is logged (the threshold was still 0), the CONFIG
+        // SET that turns the log off is not.
+        assert_eq!(call(&mut s, "SLOWLOG LEN"), ":1\r\n");
+        assert!(call(&mut s, "SLOWLOG GET").contains("$7\r\nSLOWLOG\r\n$5\r\nRESET\r\n"));
+        assert!(call(&mut s, "SLOWLOG NOPE").starts_with("-ERR unknown subcommand 'NOPE'"));
+    }
+}
+
+#[test]
+fn latency_monitor_events() {
+    for n in SHARDS {
+        let server = Server::start(&["--threads", &n.to_string(), "--enable-debug-command", "yes"]);
+        let mut s = server.raw();
+        assert_eq!(call(&mut s, "LATENCY LATEST"), "*0\r\n");
+        assert!(call(&mut s, "LATENCY DOCTOR").len() > 20);
+        call(&mut s, "CONFIG SET latency-monitor-threshold 5");
+        assert_eq!(call(&mut s, "DEBUG SLEEP 0.02"), "+OK\r\n");
+        let latest = call(&mut s, "LATENCY LATEST");
+        assert!(
+            latest.starts_with("*1\r\n*4\r\n$7\r\ncommand\r\n:"),
+            "{latest}"
+        );
+        let history = call(&mut s, "LATENCY HISTORY command");
+        assert!(history.starts_with("*1\r\n*2\r\n:"), "{history}");
+        let ms: u64 = history.rsplit(':').next().unwrap().trim().parse().unwrap();
+        assert!(ms >= 20, "{history}");
+        assert!(call(&mut s, "LATENCY GRAPH command").contains("command - high"));
+        assert_eq!(
+            call(&mut s, "LATENCY GRAPH nope"),
+            "-ERR No samples available for event 'nope'\r\n"
+        );
+        assert!(call(&mut s, "LATENCY DOCTOR").contains("command"));
+        assert_eq!(call(&mut s, "LATENCY RESET"), ":1\r\n");
+        assert_eq!(call(&mut s, "LATENCY LATEST"), "*0\r\n");
+        assert_eq!(call(&mut s, "LATENCY HISTORY command"), "*0\r\n");
+    }
+}
