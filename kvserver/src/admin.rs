@@ -35,7 +35,10 @@ pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
                     .iter()
                     .any(|s| is(args[1], s))
         }
-        "config" => n > 1 && args.len() >= 2 && (is(args[1], "SET") || is(args[1], "RESETSTAT")),
+        "config" => {
+            (args.len() == 2 && is(args[1], "REWRITE"))
+                || (n > 1 && args.len() >= 2 && (is(args[1], "SET") || is(args[1], "RESETSTAT")))
+        }
         _ => n > 1 && spec.has(flags::ALL_KEYS),
     }
 }
@@ -167,6 +170,13 @@ pub async fn run(
         }
         return false;
     }
+    if is(name, "CONFIG") && is(args[1], "REWRITE") {
+        match rewrite_config(shard) {
+            Ok(()) => w.ok(),
+            Err(e) => w.error(e.as_bytes()),
+        }
+        return false;
+    }
     if is(name, "CONFIG") || is(name, "DEBUG") {
         // Check and apply on this shard first: its answer is the reply; then everywhere else.
         let mut local = Vec::new();
@@ -259,6 +269,40 @@ pub async fn run(
         scan(shard, db, args, &mut w).await;
     }
     false
+}
+
+/// CONFIG REWRITE: the file the server started with, brought up to date (see
+/// `kvcore::config::Config::rewrite`), replaced atomically: a new file beside it, synced,
+/// renamed over it, and the directory synced.
+fn rewrite_config(shard: &Shard) -> Result<(), String> {
+    use std::io::Write;
+    let Some(path) = shard.global.opts.config_file.clone() else {
+        return Err("ERR The server is running without a config file".into());
+    };
+    let fail = |e: std::io::Error| format!("ERR Rewriting config file: {e}");
+    let old = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(fail(e)),
+    };
+    let new = shard.db.borrow().config.rewrite(&old);
+    let dir = path
+        .parent()
+        .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
+    let tmp = dir.join(format!(".kvserver-rewrite-{}.conf", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(new.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        std::fs::File::open(&dir)?.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    crate::log!(2, "CONFIG REWRITE executed with success.");
+    Ok(())
 }
 
 /// What INFO shows about the server beside the store's counters.

@@ -17,7 +17,13 @@ pub struct Server {
 impl Server {
     /// Starts kvserver with `--port 0` and extra arguments; waits until it is ready.
     pub fn start(args: &[&str]) -> Server {
+        Server::start_from(None, args)
+    }
+
+    /// Like [`Server::start`], with a configuration file first on the command line.
+    pub fn start_from(config_file: Option<&str>, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+            .args(config_file)
             .args(["--port", "0"])
             .args(args)
             .stderr(Stdio::piped())
