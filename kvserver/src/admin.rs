@@ -94,43 +94,7 @@ pub async fn run(
         return true;
     }
     if is(name, "INFO") {
-        let histograms = kvcore::commands::info_wants_histograms(&args[1..]);
-        let parts = everywhere(shard, move |sh| {
-            let net = &sh.net;
-            let traffic = [
-                net.in_bytes.get(),
-                net.out_bytes.get(),
-                net.reads.get(),
-                net.writes.get(),
-            ];
-            (sh.db.borrow().shard_stats_with(histograms), traffic)
-        })
-        .await;
-        let mut agg = ShardStats::default();
-        let mut traffic = [0u64; 4];
-        for (p, t) in &parts {
-            agg.merge(p);
-            for (a, b) in traffic.iter_mut().zip(t) {
-                *a += b;
-            }
-        }
-        let g = &shard.global;
-        let server = server_info(shard, traffic);
-        let text = {
-            let mut d = shard.db.borrow_mut();
-            d.host.server = Some(Box::new(server));
-            d.host.connected_clients = g.connected.load(Ordering::Relaxed) as u64;
-            d.host.total_connections = g.total_connections.load(Ordering::Relaxed);
-            d.host.moved_connections = g.moved_connections.load(Ordering::Relaxed);
-            d.host.blocked_clients = g.blocked_clients.load(Ordering::Relaxed);
-            d.host.tcp_port = g.port.load(Ordering::Relaxed);
-            d.host.used_memory = Some(crate::alloc::sample_peak() as u64);
-            d.host.peak_memory = Some(crate::alloc::peak() as u64);
-            d.host.startup_memory = Some(crate::alloc::startup() as u64);
-            d.host.rss = rss_bytes();
-            d.host.shards = shard.n;
-            d.info_with(&args[1..], &agg)
-        };
+        let text = info_text(shard, &args[1..]).await;
         w.verbatim(b"txt", text.as_bytes());
         return false;
     }
@@ -269,6 +233,48 @@ pub async fn run(
         scan(shard, db, args, &mut w).await;
     }
     false
+}
+
+/// INFO's text for these section arguments, with every shard's counters.
+pub async fn info_text(shard: &Shard, sections: &[&[u8]]) -> String {
+    let histograms = kvcore::commands::info_wants_histograms(sections);
+    let parts = everywhere(shard, move |sh| {
+        let net = &sh.net;
+        let traffic = [
+            net.in_bytes.get(),
+            net.out_bytes.get(),
+            net.reads.get(),
+            net.writes.get(),
+        ];
+        (sh.db.borrow().shard_stats_with(histograms), traffic)
+    })
+    .await;
+    let mut agg = ShardStats::default();
+    let mut traffic = [0u64; 4];
+    for (p, t) in &parts {
+        agg.merge(p);
+        for (a, b) in traffic.iter_mut().zip(t) {
+            *a += b;
+        }
+    }
+    let g = &shard.global;
+    let server = server_info(shard, traffic);
+    let text = {
+        let mut d = shard.db.borrow_mut();
+        d.host.server = Some(Box::new(server));
+        d.host.connected_clients = g.connected.load(Ordering::Relaxed) as u64;
+        d.host.total_connections = g.total_connections.load(Ordering::Relaxed);
+        d.host.moved_connections = g.moved_connections.load(Ordering::Relaxed);
+        d.host.blocked_clients = g.blocked_clients.load(Ordering::Relaxed);
+        d.host.tcp_port = g.port.load(Ordering::Relaxed);
+        d.host.used_memory = Some(crate::alloc::sample_peak() as u64);
+        d.host.peak_memory = Some(crate::alloc::peak() as u64);
+        d.host.startup_memory = Some(crate::alloc::startup() as u64);
+        d.host.rss = rss_bytes();
+        d.host.shards = shard.n;
+        d.info_with(sections, &agg)
+    };
+    text
 }
 
 /// CONFIG REWRITE: the file the server started with, brought up to date (see

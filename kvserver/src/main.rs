@@ -37,6 +37,7 @@ mod alloc;
 mod coord;
 mod global;
 mod log;
+mod metrics;
 mod net;
 mod options;
 mod pubsub;
@@ -239,6 +240,17 @@ async fn shard_main(
         }
     };
     let actual = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+    // Shard 0 serves the Prometheus endpoint; a port it cannot bind stops the start.
+    let metrics = match global.opts.metrics_port {
+        Some(mp) if i == 0 => match metrics::bind(&bind, mp) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let _ = tx.send(Err(format!("can't listen on {bind}:{mp} for metrics: {e}")));
+                return;
+            }
+        },
+        _ => None,
+    };
     let _ = tx.send(Ok(actual));
     let mut db = Db::with_config(global.opts.store.clone());
     let registry = global.clone();
@@ -253,5 +265,8 @@ async fn shard_main(
     let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
     shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);
+    if let Some(l) = metrics {
+        tokio::task::spawn_local(metrics::serve(shard.clone(), l));
+    }
     net::accept(shard, listener).await;
 }

@@ -29,6 +29,8 @@ pub struct Options {
     pub store: Config,
     /// The configuration file the server was started with (CONFIG REWRITE writes it).
     pub config_file: Option<std::path::PathBuf>,
+    /// Port of the Prometheus endpoint (`--metrics-port`; none by default).
+    pub metrics_port: Option<u16>,
 }
 
 /// One class of Redis's `client-output-buffer-limit`.
@@ -99,6 +101,7 @@ impl Default for Options {
             protected_mode: true,
             store: Config::default(),
             config_file: None,
+            metrics_port: None,
         }
     }
 }
@@ -113,6 +116,7 @@ options (also accepted as `name value` lines in the config file):
   --port N                          TCP port (6379; 0 picks a free port and prints it)
   --bind ADDR                       address to listen on (127.0.0.1)
   --threads N                       executors, one shard each (default: one per usable CPU)
+  --metrics-port N                  serve Prometheus metrics on http://BIND:N/metrics (off)
   --requirepass PASS                password for AUTH (none)
   --protected-mode yes|no           refuse non-loopback clients when no password is set (yes)
   --maxclients N                    connection limit (10000)
@@ -219,6 +223,11 @@ fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
                 .to_string()
         }
         "threads" => o.threads = num("threads")? as usize,
+        "metrics-port" => {
+            let p = u16::try_from(num("metrics-port")?)
+                .map_err(|_| format!("metrics port {value} is out of range"))?;
+            o.metrics_port = (p != 0).then_some(p);
+        }
         "maxclients" => o.maxclients = num("maxclients")?.max(1) as usize,
         "loglevel" => {
             o.loglevel = match value {
@@ -244,7 +253,11 @@ fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
         "daemonize" | "supervised" | "pidfile" | "logfile" | "dir" | "dbfilename" => {}
         _ => {}
     }
-    let store_name = if name == "threads" { None } else { Some(name) };
+    let store_name = if name == "threads" || name == "metrics-port" {
+        None
+    } else {
+        Some(name)
+    };
     if let Some(n) = store_name {
         match o.store.set_startup(n, value) {
             Ok(()) => {}

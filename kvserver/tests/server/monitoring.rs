@@ -214,3 +214,50 @@ fn config_rewrite_updates_the_file_it_started_with() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// GET `path` from the metrics port; the status line and the body.
+fn scrape(port: u16, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(c, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    c.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[test]
+fn prometheus_endpoint_serves_info_counters() {
+    for n in SHARDS {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = Server::start(&[
+            "--threads",
+            &n.to_string(),
+            "--metrics-port",
+            &port.to_string(),
+        ]);
+        let mut s = server.raw();
+        for i in 0..n {
+            call(&mut s, &format!("SET {} v", key_on("m", i, n, 0)));
+        }
+        call(&mut s, "LPUSH m x");
+        let (status, body) = scrape(port, "/metrics");
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        assert!(
+            body.contains(&format!("redis_commands_total{{cmd=\"set\"}} {n}\n")),
+            "{body}"
+        );
+        assert!(
+            body.contains(&format!("redis_db_keys{{db=\"db0\"}} {}\n", n + 1)),
+            "{body}"
+        );
+        assert!(body.contains("redis_connected_clients 1\n"), "{body}");
+        assert!(body.contains("# TYPE redis_commands_processed_total counter\n"));
+        assert!(body.contains(&format!("redis_shards {n}\n")), "{body}");
+        assert_eq!(scrape(port, "/other").0, "HTTP/1.1 404 Not Found");
+    }
+}
