@@ -47,10 +47,12 @@ pub fn popcount(bytes: &[u8]) -> u64 {
 /// looking for a 1 where there is none gives -1.
 pub fn first_bit(bytes: &[u8], bit: bool) -> i64 {
     let skip: u8 = if bit { 0 } else { 0xff };
-    let mut at = 0usize;
-    // Whole words that cannot hold the bit first.
+    // Whole 128-byte blocks that cannot hold the bit first: one test per block, with no
+    // branch inside it, so the loop runs at the speed memory delivers the bytes.
+    let mut at = skip_blocks(bytes, bit);
+    // Whole words that cannot hold the bit next.
     let skip_word = if bit { 0u64 } else { u64::MAX };
-    let mut words = bytes.chunks_exact(8);
+    let mut words = bytes[at..].chunks_exact(8);
     for w in &mut words {
         if u64::from_ne_bytes(w.try_into().unwrap_or_default()) != skip_word {
             break;
@@ -72,6 +74,27 @@ pub fn first_bit(bytes: &[u8], bit: bool) -> i64 {
     } else {
         bytes.len() as i64 * 8
     }
+}
+
+/// The length of the leading 128-byte blocks of `bytes` made only of bytes without `bit`
+/// (all zeros when looking for a 1, all ones when looking for a 0).
+fn skip_blocks(bytes: &[u8], bit: bool) -> usize {
+    const BLOCK: usize = 128;
+    let word = |c: &[u8]| u64::from_ne_bytes(c.try_into().unwrap_or_default());
+    let mut at = 0;
+    for block in bytes.chunks_exact(BLOCK) {
+        let words = block.chunks_exact(8).map(word);
+        let holds = if bit {
+            words.fold(0, |acc, w| acc | w) != 0
+        } else {
+            words.fold(u64::MAX, |acc, w| acc & w) != u64::MAX
+        };
+        if holds {
+            break;
+        }
+        at += BLOCK;
+    }
+    at
 }
 
 /// [`first_bit`] over `bytes` whose first and last byte have the bits `first_out` and
