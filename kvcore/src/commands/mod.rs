@@ -21,6 +21,7 @@ mod keyspec;
 pub use info::wants_histograms as info_wants_histograms;
 mod lcs;
 mod list;
+mod lolwut;
 pub mod monitoring;
 mod served;
 mod server;

@@ -18,7 +18,15 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("flushall", -1, WRITE | ALL_KEYS, 0, 0, 0, flushall),
     cmd!("swapdb", 3, WRITE | FAST | ALL_KEYS, 0, 0, 0, swapdb),
     cmd!("memory", -2, MOVABLE_KEYS, 0, 0, 0, memory),
-    cmd!("lolwut", -1, READONLY | FAST, 0, 0, 0, lolwut),
+    cmd!(
+        "lolwut",
+        -1,
+        READONLY | FAST,
+        0,
+        0,
+        0,
+        super::lolwut::lolwut
+    ),
     cmd!(
         "debug",
         -2,
@@ -257,16 +265,6 @@ fn debug_protocol(c: &mut Ctx<'_>, name: &[u8]) {
 
 /// LOLWUT [VERSION v]: Redis 7's own version's output, its version line (the art of
 /// versions 5 and 6 is not drawn; those answer the same line).
-fn lolwut(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    if a.len() >= 3 && args::is(a[1], "VERSION") {
-        if let Err(e) = args::int(a[2]) {
-            return reply_err(&mut c.out, e);
-        }
-    }
-    let text = format!("Redis ver. {}\n", crate::REDIS_VERSION);
-    c.out.verbatim(b"txt", text.as_bytes());
-}
-
 fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let served = || {
         super::all()
