@@ -43,6 +43,10 @@ const FLUSH_AT: usize = 256 * 1024;
 /// batch can bring back stay bounded (their sizes are unknown until they run).
 const REMOTE_AT: usize = 128;
 
+/// Read batches of at most this many commands let other ready clients read before their
+/// replies are written (see [`Conn::serve`]).
+const YIELD_BELOW: usize = 8;
+
 /// A client whose last this-many keyed commands all went to one other shard moves there.
 const MOVE_AFTER: u32 = 64;
 
@@ -385,7 +389,18 @@ impl<'a> Conn<'a> {
                 continue;
             }
             input.wait_for = 0;
-            let close = self.serve_batch(stream, &mut input).await?;
+            let commands = self.serve_batch(stream, &mut input).await?;
+            let close = commands.is_none();
+            // A short batch's replies wait for the loop to look for other ready clients first
+            // (a yield runs the tasks already woken, polls the socket events once more, then
+            // resumes): the replies of everyone ready together leave together, as Redis writes
+            // its replies in `beforeSleep`, so a client that sends from many connections is
+            // woken once for many replies instead of once for each. At a moderate load this
+            // takes our p95 from 3-4x Redis's to Redis's (issue 19); long pipelines, which
+            // carry enough replies per write already, do not pay for the extra turn.
+            if commands.is_some_and(|n| n <= YIELD_BELOW) && !self.out.is_empty() {
+                tokio::task::yield_now().await;
+            }
             self.write_out(stream).await?;
             if close {
                 return Ok(End::Closed);
@@ -423,16 +438,17 @@ impl<'a> Conn<'a> {
         self.write_out(stream).await
     }
 
-    /// Parses and runs the commands of `input`; true when the connection must close after the
-    /// replies are written.
+    /// Parses and runs the commands of `input`: how many ran, or `None` when the connection
+    /// must close after the replies are written.
     async fn serve_batch(
         &mut self,
         stream: &mut TcpStream,
         input: &mut Input,
-    ) -> std::io::Result<bool> {
+    ) -> std::io::Result<Option<usize>> {
         self.shard.db.borrow_mut().refresh_clock();
         let mut pos = input.start;
         let mut close = false;
+        let mut commands = 0;
         loop {
             let mut args = Args::new();
             let consumed = match input
@@ -451,13 +467,14 @@ impl<'a> Conn<'a> {
                     self.out.extend_from_slice(b"\r\n");
                     log!(1, "protocol error from client {}: {e}", self.entry.id);
                     input.start = pos;
-                    return Ok(true);
+                    return Ok(None);
                 }
             };
             pos += consumed;
             if args.is_empty() {
                 continue;
             }
+            commands += 1;
             if self.shard.global.pause_end.load(Ordering::Relaxed) != 0 {
                 self.wait_out_pause(stream, &args).await?;
             }
@@ -515,7 +532,7 @@ impl<'a> Conn<'a> {
         }
         self.resolve().await;
         input.start = pos;
-        Ok(close)
+        Ok((!close).then_some(commands))
     }
 
     /// CLIENT PAUSE: holds this command while a pause covers it (every command, or one that

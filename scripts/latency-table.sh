@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Issue 19's latency table: open-loop kvbench workloads against kvserver and redis-server in one
+# run, servers pinned to CPU 0 (--threads 1), kvbench on CPU 1, alternated over ROUNDS; prints
+# each round and the medians of p50/p95/p99/p99.9 per workload and server.
+# usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the 5M-key growth workload)
+# Run from the project's root after `cargo build --release -p kvserver -p kvbench`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+tmp=$(mktemp -d)
+trap 'kill $(cat $tmp/pids 2>/dev/null) 2>/dev/null || true; wait 2>/dev/null; rm -rf $tmp' EXIT
+start() { # name port command...
+  local name=$1 port=$2; shift 2
+  taskset -c 0 "$@" >/dev/null 2>&1 & echo $! >>"$tmp/pids"
+  for _ in $(seq 50); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return; sleep 0.1; done
+  echo "$name did not start" >&2; exit 1
+}
+workloads=(
+  "get-P1-50k:-t get -r 1000 -c 50 -P 1 --rate 50000 -n 500000"
+  "set-P4-100k:-t set -r 1000 -c 50 -P 4 --rate 100000 -n 1000000"
+)
+[ "${GROWTH:-0}" = 1 ] && workloads+=("set-growth-5M:-t set -r 100000000 -c 50 -P 4 --rate 100000 -n 5000000")
+for r in $(seq "$ROUNDS"); do
+  for w in "${workloads[@]}"; do
+    name=${w%%:*}; read -ra args <<<"${w#*:}"
+    for s in ours redis; do
+      # A fresh server per run, so the growth workload starts from an empty keyspace.
+      if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1; port=7481
+      else start redis 7482 redis-server --port 7482 --save '' --appendonly no; port=7482; fi
+      line=$(target/release/kvbench run -p $port "${args[@]}" --load-cpus 1 2>&1 | grep -A1 'ops/s' | tail -1)
+      echo "round $r $name $s: $line"
+      echo "$name $s $line" >>"$tmp/res"
+      kill "$(tail -1 "$tmp/pids")"; wait "$(tail -1 "$tmp/pids")" 2>/dev/null || true
+    done
+  done
+done
+python3 - "$tmp/res" <<'PY'
+import sys, statistics as st
+rows = [l.split() for l in open(sys.argv[1])]
+print(f"{'workload':16} {'server':6} {'p50':>7} {'p95':>7} {'p99':>7} {'p99.9':>7} {'max':>7}  (ms, medians)")
+for name in dict.fromkeys(r[0] for r in rows):
+    for s in ("ours", "redis"):
+        v = [r for r in rows if r[0] == name and r[1] == s]
+        # fields: name server 'all' ops p50 p95 p99 p99.9 max errors
+        med = [st.median(float(r[i]) for r in v) for i in range(4, 9)]
+        print(f"{name:16} {s:6} " + " ".join(f"{m:7.3f}" for m in med))
+PY
