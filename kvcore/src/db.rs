@@ -346,6 +346,14 @@ impl Db {
         self.dbs.len()
     }
 
+    /// Asks the CPU to start loading what looking up these keys of database `db` will read
+    /// (see [`Keyspace::prefetch`]). A hint: nothing changes.
+    pub fn prefetch(&self, db: usize, keys: &[&[u8]]) {
+        if let Some(ks) = self.dbs.get(db) {
+            ks.prefetch(keys);
+        }
+    }
+
     /// One logical database.
     pub fn keyspace(&mut self, index: usize) -> &mut Keyspace {
         &mut self.dbs[index]

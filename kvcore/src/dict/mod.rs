@@ -102,10 +102,27 @@ pub const SHRINK_FILL_PERCENT: usize = 10;
 pub trait Link: Sized {
     /// The entry's key. Must not change while the entry is in a dict.
     fn key(&self) -> &[u8];
+    /// Asks the CPU to start loading the entry, without reading it (a hint; default none).
+    #[inline]
+    fn prefetch(&self) {}
     /// The next entry in this entry's chain.
     fn next(&self) -> Option<&Self>;
     /// The link to the next entry in this entry's chain.
     fn next_mut(&mut self) -> &mut Option<Self>;
+}
+
+/// Starts loading the cache line at `p` into the CPU's caches (no effect where there is no
+/// prefetch instruction). A hint: nothing is read, and any address is allowed.
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint that never faults, whatever the address; it reads and
+    // writes nothing the program can observe.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p.cast::<i8>(), std::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -221,6 +238,25 @@ impl<L: Link> Dict<L> {
             (0, i)
         } else {
             (1, h & self.size1.wrapping_sub(1))
+        }
+    }
+
+    /// Asks the CPU to start loading the bucket where a key with hash `h` lives (a hint).
+    #[inline]
+    pub fn prefetch_bucket(&self, h: u64) {
+        let (t, i) = self.locate(h);
+        if let Some(slot) = self.tables[t].get(i) {
+            prefetch(slot as *const Option<L> as *const u8);
+        }
+    }
+
+    /// Asks the CPU to start loading the first entry of the chain of hash `h`: this reads the
+    /// bucket, so call it once [`Dict::prefetch_bucket`] had time to bring it in.
+    #[inline]
+    pub fn prefetch_chain(&self, h: u64) {
+        let (t, i) = self.locate(h);
+        if let Some(Some(head)) = self.tables[t].get(i) {
+            head.prefetch();
         }
     }
 

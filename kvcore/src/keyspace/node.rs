@@ -327,6 +327,10 @@ impl<T> Link for Thin<T> {
         self.key_bytes()
     }
     #[inline]
+    fn prefetch(&self) {
+        crate::dict::prefetch(self.0.as_ptr().cast::<u8>());
+    }
+    #[inline]
     fn next(&self) -> Option<&Self> {
         self.next.as_ref()
     }

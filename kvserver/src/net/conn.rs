@@ -438,6 +438,41 @@ impl<'a> Conn<'a> {
         self.write_out(stream).await
     }
 
+    /// Looks over the complete commands waiting in `input` and has the CPU start loading the
+    /// table entries of their first arguments (the key of most commands), so that a pipeline's
+    /// lookups wait for memory together rather than one after another. Costs a second parse
+    /// of the batch; only multibulk batches of two commands or more.
+    fn prefetch_keys(&self, input: &Input) {
+        const MAX: usize = 32;
+        let buf = &input.rbuf[input.start..input.end];
+        if buf.first() != Some(&b'*') {
+            return;
+        }
+        let mut parser = Parser::new(input.parser.limits());
+        let mut spans: SmallVec<[(usize, usize); MAX]> = SmallVec::new();
+        let mut pos = 0;
+        while spans.len() < MAX && pos < buf.len() {
+            let mut args = Args::new();
+            let Ok(Status::Command { consumed }) = parser.parse_into(&buf[pos..], &mut args) else {
+                break;
+            };
+            // (An inline command's arguments live in the parser's scratch, not in `buf`.)
+            let within = |key: &[u8]| {
+                let at = (key.as_ptr() as usize).checked_sub(buf.as_ptr() as usize)?;
+                (at + key.len() <= buf.len()).then_some((at, key.len()))
+            };
+            if let Some(span) = args.get(1).and_then(|k| within(k)) {
+                spans.push(span);
+            }
+            pos += consumed;
+        }
+        if spans.len() < 2 {
+            return;
+        }
+        let keys: SmallVec<[&[u8]; MAX]> = spans.iter().map(|&(at, n)| &buf[at..at + n]).collect();
+        self.shard.db.borrow().prefetch(self.session.db, &keys);
+    }
+
     /// Parses and runs the commands of `input`: how many ran, or `None` when the connection
     /// must close after the replies are written.
     async fn serve_batch(
@@ -446,6 +481,7 @@ impl<'a> Conn<'a> {
         input: &mut Input,
     ) -> std::io::Result<Option<usize>> {
         self.shard.db.borrow_mut().refresh_clock();
+        self.prefetch_keys(input);
         let mut pos = input.start;
         let mut close = false;
         let mut commands = 0;

@@ -256,3 +256,39 @@ fn start_up_errors_are_one_line_and_exit_1() {
     let mut s = server.raw();
     assert_eq!(call(&mut s, "PING"), "+PONG\r\n");
 }
+
+/// A pipeline mixing multibulk and inline commands in one read (the server looks ahead over a
+/// batch's keys to prefetch them): every reply in order, with 1 and 3 shards.
+#[test]
+fn mixed_multibulk_and_inline_pipeline() {
+    for shards in ["1", "3"] {
+        let server = Server::start(&["--threads", shards]);
+        let mut s = server.raw();
+        let mut batch = Vec::new();
+        for i in 0..40 {
+            if i % 3 == 0 {
+                batch.extend_from_slice(format!("SET k{i} v{i}\r\n").as_bytes());
+            } else {
+                batch.extend_from_slice(&cmd(&format!("SET k{i} v{i}")));
+            }
+        }
+        for i in 0..40 {
+            if i % 4 == 1 {
+                batch.extend_from_slice(format!("GET k{i}\r\n").as_bytes());
+            } else {
+                batch.extend_from_slice(&cmd(&format!("GET k{i}")));
+            }
+        }
+        batch.extend_from_slice(b"PING\r\n");
+        s.write_all(&batch).unwrap();
+        let replies = read_replies(&mut s, 81);
+        for r in &replies[..40] {
+            assert_eq!(r, b"+OK\r\n");
+        }
+        for (i, r) in replies[40..80].iter().enumerate() {
+            let v = format!("v{i}");
+            assert_eq!(r, format!("${}\r\n{v}\r\n", v.len()).as_bytes(), "GET k{i}");
+        }
+        assert_eq!(replies[80], b"+PONG\r\n");
+    }
+}
