@@ -44,6 +44,7 @@ pub mod lazyfree;
 pub mod list;
 pub mod listpack;
 pub mod num;
+pub mod persist;
 pub mod rdb;
 pub mod set;
 pub mod telemetry;

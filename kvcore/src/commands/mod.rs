@@ -16,6 +16,7 @@ mod geo;
 mod hash;
 mod hyperloglog;
 mod info;
+pub(crate) use dump::limits as dump_limits;
 pub(crate) mod keys;
 mod keyspec;
 pub use info::wants_histograms as info_wants_histograms;
