@@ -95,6 +95,8 @@ pub static PARAMS: &[Param] = &[
     p!("hz", I32, "10"),
     p!("loglevel", Kind::Enum(LOGLEVELS), "notice"),
     p!("save", Kind::Text, ""),
+    p!("dir", Kind::Text, "."),
+    p!("dbfilename", Kind::Text, "dump.rdb"),
     p!("appendonly", Kind::Bool, "no"),
     p!("notify-keyspace-events", Kind::Events, ""),
     p!(

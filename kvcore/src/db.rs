@@ -104,6 +104,9 @@ pub struct Stats {
     pub keyspace_hits: u64,
     /// Read lookups that did not.
     pub keyspace_misses: u64,
+    /// Write commands run since the last save (INFO `rdb_changes_since_last_save`; Redis
+    /// counts changed keys, this counts the write commands that did not fail).
+    pub dirty: u64,
 }
 
 /// Facts about the embedding process that INFO reports (a server fills these in).
@@ -439,6 +442,9 @@ impl Db {
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        if spec.has(flags::WRITE) && out.get(mark) != Some(&b'-') {
+            self.stats.dirty += 1;
+        }
         if let Some(start) = start {
             let nanos = start.elapsed().as_nanos() as u64;
             let failed = out.get(mark) == Some(&b'-');

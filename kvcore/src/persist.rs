@@ -49,7 +49,12 @@ impl Db {
             return;
         };
         let field_ttls = matches!(&k.value, Value::Hash(h) if h.has_ttls());
-        ks.set(&k.key, k.value, k.deadline_ms.map_or(Ttl::Clear, Ttl::At), now);
+        ks.set(
+            &k.key,
+            k.value,
+            k.deadline_ms.map_or(Ttl::Clear, Ttl::At),
+            now,
+        );
         if field_ttls {
             self.hash_ttl_keys[k.db].insert(k.key.into());
         }
@@ -97,6 +102,9 @@ mod tests {
             assert_eq!(a.execute(cmd), b.execute(cmd), "{cmd:?}");
         }
         b.execute(&[b"SELECT", b"3"]);
-        assert_eq!(b.execute(&[b"GET", b"other"]), crate::Reply::Bulk(b"db".to_vec()));
+        assert_eq!(
+            b.execute(&[b"GET", b"other"]),
+            crate::Reply::Bulk(b"db".to_vec())
+        );
     }
 }

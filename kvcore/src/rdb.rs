@@ -769,7 +769,8 @@ pub fn file(parts: &[DbPart], aux: &[(&str, Vec<u8>)]) -> Vec<u8> {
         .unwrap_or(VERSION_BASE)
         .max(VERSION_BASE);
     let mut w = Writer::new();
-    w.out.extend_from_slice(format!("REDIS{version:04}").as_bytes());
+    w.out
+        .extend_from_slice(format!("REDIS{version:04}").as_bytes());
     let field = |w: &mut Writer, k: &str, v: &[u8]| {
         w.out.push(OP_AUX);
         w.string(k.as_bytes());
@@ -891,7 +892,9 @@ pub fn load_file(
     };
     loop {
         let start = r.pos;
-        let op = r.byte().map_err(|_| fail(start, "truncated file (no EOF)"))?;
+        let op = r
+            .byte()
+            .map_err(|_| fail(start, "truncated file (no EOF)"))?;
         match op {
             OP_EOF => break,
             OP_SELECTDB => {
@@ -935,14 +938,12 @@ pub fn load_file(
             }
             ty => {
                 let key = r.string().map_err(|e| at(&r, e))?;
-                let value = r
-                    .value(ty, limits, now_ms)
-                    .map_err(|e| match e {
-                        RdbError::BadData("unsupported value type") => {
-                            fail(start, &format!("value type {ty} is not supported"))
-                        }
-                        e => at(&r, e),
-                    })?;
+                let value = r.value(ty, limits, now_ms).map_err(|e| match e {
+                    RdbError::BadData("unsupported value type") => {
+                        fail(start, &format!("value type {ty} is not supported"))
+                    }
+                    e => at(&r, e),
+                })?;
                 match deadline.take() {
                     Some(ms) if ms <= now_ms => stats.expired += 1,
                     d => keys.push(LoadedKey {
@@ -987,9 +988,14 @@ mod tests {
         let mut got = Vec::new();
         let stats = load_file(&bytes, Limits::default(), 1000, 16, |k| got.push(k)).unwrap();
         assert_eq!((stats.version, stats.loaded, stats.expired), (10, 3, 1));
-        let names: Vec<(usize, &[u8], Option<u64>)> =
-            got.iter().map(|k| (k.db, &k.key[..], k.deadline_ms)).collect();
-        assert_eq!(names, [(0, &b"a"[..], None), (0, b"b", Some(5000)), (2, b"c", None)]);
+        let names: Vec<(usize, &[u8], Option<u64>)> = got
+            .iter()
+            .map(|k| (k.db, &k.key[..], k.deadline_ms))
+            .collect();
+        assert_eq!(
+            names,
+            [(0, &b"a"[..], None), (0, b"b", Some(5000)), (2, b"c", None)]
+        );
         assert_eq!(got[1].value, Value::from_bytes(&[b'x'; 100]));
         // A flipped byte, a cut file, a database out of range: refused, nothing handed over.
         let mut bad = bytes.clone();

@@ -22,7 +22,7 @@ fn is(a: &[u8], name: &str) -> bool {
 /// Whether this command is answered here rather than by one shard's store.
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
-        "info" | "swapdb" | "slowlog" | "latency" => true,
+        "info" | "swapdb" | "slowlog" | "latency" | "save" | "lastsave" | "shutdown" => true,
         "debug" => {
             n > 1
                 && args.len() == 3
@@ -44,7 +44,7 @@ pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
 }
 
 /// Runs `f` on every shard in parallel; results in shard order.
-async fn everywhere<R, F>(shard: &Shard, f: F) -> Vec<R>
+pub(crate) async fn everywhere<R, F>(shard: &Shard, f: F) -> Vec<R>
 where
     R: Send + 'static,
     F: Fn(&Shard) -> R + Send + Sync + Clone + 'static,
@@ -89,9 +89,21 @@ pub async fn run(
     let db = session.db;
     let name = args[0];
     if is(name, "SHUTDOWN") {
-        crate::log!(3, "User requested shutdown...");
-        shard.global.shutdown.store(true, Ordering::SeqCst);
-        return true;
+        return crate::persist::shutdown(shard, args, &mut w).await;
+    }
+    if is(name, "SAVE") {
+        match crate::persist::save(shard).await {
+            Ok(()) => w.ok(),
+            Err(e) => {
+                crate::log!(3, "Failed saving the DB: {e}");
+                w.error(b"ERR");
+            }
+        }
+        return false;
+    }
+    if is(name, "LASTSAVE") {
+        w.int(shard.global.last_save.load(Ordering::Relaxed) as i64);
+        return false;
     }
     if is(name, "INFO") {
         let text = info_text(shard, &args[1..]).await;
@@ -258,7 +270,8 @@ pub async fn info_text(shard: &Shard, sections: &[&[u8]]) -> String {
         }
     }
     let g = &shard.global;
-    let server = server_info(shard, traffic);
+    let mut server = server_info(shard, traffic);
+    server.persistence = Some(crate::persist::info_section(shard, agg.stats.dirty));
     let text = {
         let mut d = shard.db.borrow_mut();
         d.host.server = Some(Box::new(server));

@@ -182,6 +182,16 @@ pub struct Global {
     pub run_id: String,
     /// The shards' counters, published at each tick, and the recent samples of their sums.
     pub rates: Mutex<Rates>,
+    /// Unix seconds of the last successful save (start time before any).
+    pub last_save: AtomicU64,
+    /// Saves done since start (INFO `rdb_saves`).
+    pub saves: AtomicU64,
+    /// Whether the last save failed (INFO `rdb_last_bgsave_status`).
+    pub save_failed: AtomicBool,
+    /// Keys loaded from the file at start, and keys skipped there as expired.
+    pub loaded_keys: AtomicU64,
+    /// See `loaded_keys`.
+    pub loaded_expired: AtomicU64,
 }
 
 /// Samples of the counters INFO turns into rates (`instantaneous_ops_per_sec` ...): every
@@ -276,6 +286,15 @@ impl Global {
             query_limit_disconnections: AtomicU64::new(0),
             run_id: new_run_id(),
             rates: Mutex::new(Rates::default()),
+            last_save: AtomicU64::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            ),
+            saves: AtomicU64::new(0),
+            save_failed: AtomicBool::new(false),
+            loaded_keys: AtomicU64::new(0),
+            loaded_expired: AtomicU64::new(0),
         }
     }
 

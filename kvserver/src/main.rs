@@ -40,6 +40,7 @@ mod log;
 mod metrics;
 mod net;
 mod options;
+mod persist;
 mod pubsub;
 mod shard;
 
@@ -97,7 +98,14 @@ fn run(opts: Options) -> Result<(), String> {
             "--threads {n} is more than the 255 shards a SCAN cursor can name"
         ));
     }
+    let (loaded, stats) = persist::load(&opts, n)?;
     let global = Arc::new(Global::new(opts));
+    global.loaded_keys.store(stats.loaded, Ordering::Relaxed);
+    global
+        .loaded_expired
+        .store(stats.expired, Ordering::Relaxed);
+    let mut loaded: Vec<Option<Vec<kvcore::rdb::LoadedKey>>> =
+        loaded.into_iter().map(Some).collect();
     shard::evict::init(n);
     start_lazyfree().map_err(|e| format!("can't start the lazyfree thread: {e}"))?;
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -113,6 +121,7 @@ fn run(opts: Options) -> Result<(), String> {
         let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
         let (global, inboxes, tx) = (global.clone(), inboxes.clone(), tx.clone());
         let inbox = receivers[i].take().expect("each shard starts once");
+        let keys = loaded[i].take().unwrap_or_default();
         std::thread::Builder::new()
             .name(format!("shard-{i}"))
             .spawn(move || {
@@ -131,7 +140,10 @@ fn run(opts: Options) -> Result<(), String> {
                     }
                 };
                 let local = tokio::task::LocalSet::new();
-                local.block_on(&rt, shard_main(i, n, port, global, inboxes, inbox, tx));
+                local.block_on(
+                    &rt,
+                    shard_main(i, n, port, global, inboxes, inbox, tx, keys),
+                );
             })
     };
     // SO_REUSEPORT would let this process share a port that another server of the same user
@@ -222,6 +234,7 @@ fn tick(global: &Global, inboxes: &[UnboundedSender<Msg>]) {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one shard's whole start-up state, passed once
 async fn shard_main(
     i: usize,
     n: usize,
@@ -230,6 +243,7 @@ async fn shard_main(
     inboxes: Vec<UnboundedSender<Msg>>,
     inbox: UnboundedReceiver<Msg>,
     tx: mpsc::Sender<Result<u16, String>>,
+    keys: Vec<kvcore::rdb::LoadedKey>,
 ) {
     let bind = global.opts.bind.clone();
     let listener = match net::listen(&bind, port) {
@@ -253,6 +267,9 @@ async fn shard_main(
     };
     let _ = tx.send(Ok(actual));
     let mut db = Db::with_config(global.opts.store.clone());
+    for k in keys {
+        db.load_key(k);
+    }
     let registry = global.clone();
     db.client_label = Some(Box::new(move |id| {
         let clients = global::lock(&registry.clients);

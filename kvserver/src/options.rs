@@ -184,6 +184,13 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     for (name, value) in pairs {
         apply(&mut o, &name, &value)?;
     }
+    // `dir` is where the RDB file goes; shown absolute, as Redis shows it after its chdir.
+    let dir = o.store.get("dir").unwrap_or(".").to_string();
+    let abs = std::fs::canonicalize(&dir)
+        .map_err(|e| format!("can't use '{dir}' as the working directory: {e}"))?;
+    o.store
+        .set_startup("dir", &abs.to_string_lossy())
+        .map_err(|e| e.to_string())?;
     Ok(Parsed::Run(Box::new(o)))
 }
 

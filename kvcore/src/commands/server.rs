@@ -28,6 +28,25 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         super::lolwut::lolwut
     ),
     cmd!(
+        "save",
+        1,
+        ADMIN | NOSCRIPT | NO_MULTI,
+        0,
+        0,
+        0,
+        needs_server
+    ),
+    cmd!("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, needs_server),
+    cmd!(
+        "shutdown",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | NO_MULTI | SENTINEL,
+        0,
+        0,
+        0,
+        needs_server
+    ),
+    cmd!(
         "debug",
         -2,
         ADMIN | NOSCRIPT | LOADING | STALE | MOVABLE_KEYS,
@@ -265,6 +284,16 @@ fn debug_protocol(c: &mut Ctx<'_>, name: &[u8]) {
 
 /// LOLWUT [VERSION v]: Redis 7's own version's output, its version line (the art of
 /// versions 5 and 6 is not drawn; those answer the same line).
+/// SAVE, LASTSAVE and SHUTDOWN concern the server's files and process: a store embedded
+/// without a server has neither.
+fn needs_server(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let msg = format!(
+        "ERR {} is served by the server, not by an embedded store",
+        String::from_utf8_lossy(a[0]).to_uppercase()
+    );
+    c.out.error(&super::sanitize(msg.into_bytes()));
+}
+
 fn command(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let served = || {
         super::all()
@@ -492,6 +521,7 @@ impl ShardStats {
         self.stats.commands += o.stats.commands;
         self.stats.keyspace_hits += o.stats.keyspace_hits;
         self.stats.keyspace_misses += o.stats.keyspace_misses;
+        self.stats.dirty += o.stats.dirty;
         self.expired += o.expired;
         self.evicted += o.evicted;
         if self.tables.len() < o.tables.len() {
@@ -637,7 +667,10 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
                 .error(super::sanitize(e.reply_text().into_bytes()).as_slice()),
         }
     } else if args::is(sub, "RESETSTAT") {
-        c.db.stats = Default::default();
+        c.db.stats = crate::Stats {
+            dirty: c.db.stats.dirty,
+            ..Default::default()
+        };
         c.db.evictor.evicted_keys = 0;
         for ks in &mut c.db.dbs {
             ks.expired_keys = 0;

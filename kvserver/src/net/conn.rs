@@ -87,11 +87,7 @@ enum End {
 
 fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     let Some(spec) = commands::lookup(args[0]) else {
-        return if session.authenticated && args[0].eq_ignore_ascii_case(b"SHUTDOWN") {
-            Route::Special
-        } else {
-            Route::Local(None, false)
-        };
+        return Route::Local(None, false);
     };
     if !spec.arity_ok(args.len())
         || (!session.authenticated && !spec.has(flags::NO_AUTH))

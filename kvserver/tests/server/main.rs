@@ -16,6 +16,7 @@ mod limits;
 mod monitoring;
 mod multishard;
 mod notifications;
+mod persistence;
 mod pubsub;
 mod sets;
 mod support;
