@@ -1,6 +1,13 @@
-//! A store's side of RDB files: its keys as records for a file ([`Db::rdb_parts`]) and keys
-//! read from a file put back ([`Db::load_key`]). The file format is in [`crate::rdb`]; the
-//! server writes and reads the files.
+//! A store's side of RDB files: its keys as records for a file ([`Db::rdb_parts`], or a
+//! point-in-time snapshot written in steps while the store keeps serving:
+//! [`Db::snapshot_begin`], [`Db::snapshot_step`]) and keys read from a file put back
+//! ([`Db::load_key`]). The file format is in [`crate::rdb`]; the server writes and reads the
+//! files.
+//!
+//! A snapshot's records come out in chunks, each a SELECTDB and whole records, to be appended
+//! to a file between [`rdb::file_header`] and [`rdb::file_end`]; the chunks of several stores
+//! (a server's shards) may be interleaved in any order. How each keyspace stays at its moment
+//! while commands change it is told in `keyspace::snap`.
 
 use crate::keyspace::Ttl;
 use crate::rdb::{self, DbPart, LoadedKey};
@@ -28,7 +35,7 @@ impl Db {
                 w.out.clear();
                 for node in ks.iter() {
                     let deadline = node.expire_at();
-                    if deadline.is_some_and(|d| d <= now) {
+                    if node.expired(now) {
                         continue;
                     }
                     let v = rdb::key_record(&mut w, node.key(), &node.value, deadline);
@@ -40,6 +47,74 @@ impl Db {
                 part
             })
             .collect()
+    }
+
+    /// Starts a point-in-time snapshot of every database at this moment; returns the RDB
+    /// version its file must declare (12 when a hash has field deadlines, else 10). One
+    /// snapshot at a time: a running one is abandoned first.
+    pub fn snapshot_begin(&mut self) -> u16 {
+        self.snapshot_end();
+        let now = self.now;
+        let limits = self.rdb_limits().list;
+        let mut version = rdb::VERSION_BASE;
+        for (names, ks) in self.hash_ttl_keys.iter().zip(&self.dbs) {
+            let field_ttls = names.iter().any(|k| {
+                ks.peek_stored(k)
+                    .is_some_and(|n| matches!(&n.value, Value::Hash(h) if h.has_ttls()))
+            });
+            if field_ttls {
+                version = rdb::VERSION_FIELD_TTL;
+            }
+        }
+        for (i, ks) in self.dbs.iter_mut().enumerate() {
+            ks.snapshot_begin(i, limits, now);
+        }
+        version
+    }
+
+    /// Whether a snapshot runs.
+    pub fn snapshot_running(&self) -> bool {
+        self.dbs.iter().any(|ks| ks.snapshot_running())
+    }
+
+    /// Walks about `budget` more keys of the running snapshot and appends the records written
+    /// since the last call (by the walk, or for keys about to change) to `chunk`. Returns true
+    /// when the snapshot is complete: it has then ended, and `chunk` holds its last records.
+    pub fn snapshot_step(&mut self, budget: usize, chunk: &mut Vec<u8>) -> bool {
+        let mut left = budget.max(1);
+        let mut done = true;
+        for ks in &mut self.dbs {
+            if left == 0 {
+                done = false;
+                break;
+            }
+            let (visited, complete) = ks.snapshot_step(left);
+            left = left.saturating_sub(visited);
+            done &= complete;
+        }
+        self.snapshot_drain(chunk);
+        if done {
+            self.snapshot_end();
+        }
+        done
+    }
+
+    /// Appends the records written so far, each database's after a SELECTDB, to `chunk`.
+    pub fn snapshot_drain(&mut self, chunk: &mut Vec<u8>) {
+        for ks in &mut self.dbs {
+            if let Some((db, bytes)) = ks.snapshot_output() {
+                rdb::select_db(chunk, db);
+                chunk.extend_from_slice(&bytes);
+            }
+        }
+    }
+
+    /// Ends the running snapshot, complete or not (an abandoned one's remaining records are
+    /// never written).
+    pub fn snapshot_end(&mut self) {
+        for ks in &mut self.dbs {
+            ks.snapshot_end();
+        }
     }
 
     /// Stores a key read from a file (replacing any key of that name).
@@ -106,5 +181,177 @@ mod tests {
             b.execute(&[b"GET", b"other"]),
             crate::Reply::Bulk(b"db".to_vec())
         );
+    }
+
+    /// A whole file from a snapshot of `db` driven to its end in steps of 7 keys, with
+    /// `between(db, i)` run after step i.
+    fn snapshot(db: &mut Db, mut between: impl FnMut(&mut Db, usize)) -> Vec<u8> {
+        let version = db.snapshot_begin();
+        let mut body = rdb::file_header(version, &[]);
+        let mut i = 0;
+        while !db.snapshot_step(7, &mut body) {
+            between(db, i);
+            i += 1;
+        }
+        assert!(!db.snapshot_running());
+        let mut d = rdb::file_digest();
+        d.update(&body);
+        body.extend_from_slice(&rdb::file_end(d));
+        body
+    }
+
+    /// A file's keys as (db, key, dump of the value, deadline), sorted.
+    fn contents(file: &[u8]) -> Vec<(usize, Vec<u8>, Vec<u8>, Option<u64>)> {
+        let mut keys = Vec::new();
+        rdb::load_file(file, rdb::Limits::default(), 0, 16, |k| {
+            let v = rdb::dump(&k.value, crate::list::Limits::default());
+            keys.push((k.db, k.key, v, k.deadline_ms));
+        })
+        .unwrap();
+        keys.sort();
+        keys
+    }
+
+    fn cmd(db: &mut Db, args: &[&str]) {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        db.execute(&args);
+    }
+
+    fn filled() -> Db {
+        let mut db = Db::new();
+        db.set_clock(crate::Clock::Manual(1_000));
+        for i in 0..500 {
+            cmd(&mut db, &["SET", &format!("k{i}"), "old"]);
+        }
+        cmd(&mut db, &["RPUSH", "list", "a", "b"]);
+        cmd(&mut db, &["HSET", "h", "f", "1"]);
+        cmd(&mut db, &["SET", "dies", "soon", "PX", "50"]);
+        cmd(&mut db, &["SELECT", "2"]);
+        for i in 0..50 {
+            cmd(&mut db, &["SET", &format!("d2:{i}"), "two"]);
+        }
+        cmd(&mut db, &["SELECT", "0"]);
+        cmd(&mut db, &["PEXPIRE", "k7", "1000000"]);
+        db
+    }
+
+    #[test]
+    fn a_snapshot_is_the_state_at_its_start_whatever_changes_during_it() {
+        let want = contents(&snapshot(&mut filled(), |_, _| {}));
+        assert_eq!(want.len(), 500 + 3 + 50);
+        let mut db = filled();
+        let got = contents(&snapshot(&mut db, |db, i| {
+            cmd(db, &["SET", &format!("k{i}"), "new"]);
+            cmd(db, &["DEL", &format!("k{}", 499 - i)]);
+            cmd(db, &["SET", &format!("fresh{i}"), "x"]);
+            cmd(db, &["RPUSH", "list", "c"]);
+            cmd(db, &["HSET", "h", "g", "2"]);
+            cmd(db, &["PERSIST", "k7"]);
+            cmd(
+                db,
+                &["RENAME", &format!("k{}", 250 + i), &format!("moved{i}")],
+            );
+            match i {
+                // Past "dies"'s deadline: lazy expiry on access deletes it.
+                2 => {
+                    db.set_clock(crate::Clock::Manual(2_000));
+                    cmd(db, &["GET", "dies"]);
+                }
+                3 => cmd(db, &["SWAPDB", "0", "2"]),
+                5 => cmd(db, &["FLUSHDB"]),
+                8 => cmd(db, &["FLUSHALL"]),
+                _ => {}
+            }
+        }));
+        assert_eq!(got, want);
+        // The marks are at rest again: the next snapshot is of the state after the changes,
+        // as the all-at-once writer sees it.
+        cmd(&mut db, &["SET", "after", "1"]);
+        let next = contents(&snapshot(&mut db, |_, _| {}));
+        assert!(next.iter().any(|k| k.1 == b"after"));
+        assert_eq!(next, contents(&rdb::file(&db.rdb_parts(), &[])));
+    }
+
+    #[test]
+    fn an_abandoned_snapshot_leaves_the_store_ready_for_the_next() {
+        let mut db = filled();
+        db.snapshot_begin();
+        let mut chunk = Vec::new();
+        assert!(!db.snapshot_step(7, &mut chunk));
+        cmd(&mut db, &["SET", "k1", "changed"]);
+        db.snapshot_end();
+        assert!(!db.snapshot_running());
+        let keys = contents(&snapshot(&mut db, |_, _| {}));
+        assert_eq!(keys.len(), 553);
+        let k1 = keys.iter().find(|k| k.1 == b"k1").unwrap();
+        let mut fresh = Db::new();
+        cmd(&mut fresh, &["SET", "k1", "changed"]);
+        let want = rdb::dump(
+            &fresh.dbs[0].peek_stored(b"k1").unwrap().value,
+            crate::list::Limits::default(),
+        );
+        assert_eq!(k1.2, want);
+    }
+
+    #[test]
+    fn a_hash_with_field_deadlines_makes_the_snapshot_version_12() {
+        let mut db = filled();
+        assert_eq!(db.snapshot_begin(), rdb::VERSION_BASE);
+        db.snapshot_end();
+        cmd(&mut db, &["HPEXPIRE", "h", "100000", "FIELDS", "1", "f"]);
+        let f = snapshot(&mut db, |_, _| {});
+        assert_eq!(&f[..9], b"REDIS0012");
+    }
+
+    #[test]
+    fn random_changes_during_snapshots_never_leak_into_them() {
+        let rng = std::cell::Cell::new(0x9e37_79b9_7f4a_7c15u64);
+        let next = |n: u64| {
+            let mut r = rng.get();
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            rng.set(r);
+            r % n
+        };
+        let mut db = Db::new();
+        let mut now = 10_000;
+        db.set_clock(crate::Clock::Manual(now));
+        for round in 0..30 {
+            let want = contents(&rdb::file(&db.rdb_parts(), &[]));
+            let ops = |db: &mut Db, now: &mut u64| {
+                for _ in 0..next(20) {
+                    let k = format!("k{}", next(300));
+                    let v = next(1000).to_string();
+                    match next(12) {
+                        0 => cmd(db, &["DEL", &k]),
+                        1 => cmd(db, &["PEXPIRE", &k, &next(40).to_string()]),
+                        2 => cmd(db, &["RPUSH", &format!("l{k}"), &v]),
+                        3 => cmd(db, &["HSET", &format!("h{k}"), &v, &v]),
+                        4 => cmd(db, &["SADD", &format!("s{k}"), &v]),
+                        5 => cmd(db, &["ZADD", &format!("z{k}"), &v, &v]),
+                        6 => cmd(db, &["SELECT", &next(3).to_string()]),
+                        7 => cmd(db, &["RENAME", &k, &format!("k{}", next(300))]),
+                        8 if next(50) == 0 => cmd(db, &["FLUSHDB"]),
+                        8 if next(20) == 0 => cmd(db, &["SWAPDB", "0", "1"]),
+                        9 => {
+                            *now += next(20);
+                            db.set_clock(crate::Clock::Manual(*now));
+                        }
+                        _ => cmd(db, &["SET", &k, &v, "PX", &(1 + next(200)).to_string()]),
+                    }
+                }
+            };
+            let version = db.snapshot_begin();
+            let mut f = rdb::file_header(version, &[]);
+            while !db.snapshot_step(1 + next(40) as usize, &mut f) {
+                ops(&mut db, &mut now);
+            }
+            let mut d = rdb::file_digest();
+            d.update(&f);
+            f.extend_from_slice(&rdb::file_end(d));
+            assert_eq!(contents(&f), want, "round {round}");
+            ops(&mut db, &mut now);
+        }
     }
 }

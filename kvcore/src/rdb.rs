@@ -768,6 +768,29 @@ pub fn file(parts: &[DbPart], aux: &[(&str, Vec<u8>)]) -> Vec<u8> {
         .max()
         .unwrap_or(VERSION_BASE)
         .max(VERSION_BASE);
+    let mut w = Writer {
+        out: file_header(version, aux),
+        ..Writer::new()
+    };
+    for (db, p) in parts.iter().enumerate() {
+        if p.keys == 0 {
+            continue;
+        }
+        select_db(&mut w.out, db);
+        w.out.push(OP_RESIZEDB);
+        w.length(p.keys);
+        w.length(p.expires);
+        w.out.extend_from_slice(&p.records);
+    }
+    let mut digest = CRC64.digest();
+    digest.update(&w.out);
+    w.out.extend_from_slice(&file_end(digest));
+    w.out
+}
+
+/// The start of a file of `version`: the magic and Redis's aux fields, `redis-ver` first, then
+/// `aux`'s (name, value) pairs. Records follow, each run of them after a [`select_db`].
+pub fn file_header(version: u16, aux: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let mut w = Writer::new();
     w.out
         .extend_from_slice(format!("REDIS{version:04}").as_bytes());
@@ -780,21 +803,33 @@ pub fn file(parts: &[DbPart], aux: &[(&str, Vec<u8>)]) -> Vec<u8> {
     for (k, v) in aux {
         field(&mut w, k, v);
     }
-    for (db, p) in parts.iter().enumerate() {
-        if p.keys == 0 {
-            continue;
-        }
-        w.out.push(OP_SELECTDB);
-        w.length(db as u64);
-        w.out.push(OP_RESIZEDB);
-        w.length(p.keys);
-        w.length(p.expires);
-        w.out.extend_from_slice(&p.records);
-    }
-    w.out.push(OP_EOF);
-    let crc = crc64(&w.out);
-    w.out.extend_from_slice(&crc.to_le_bytes());
     w.out
+}
+
+/// Appends a SELECTDB opcode: the records after it belong to database `db`. A file may select
+/// a database any number of times (a snapshot of several shards interleaves their records).
+pub fn select_db(out: &mut Vec<u8>, db: usize) {
+    let mut w = Writer {
+        out: std::mem::take(out),
+        ..Writer::new()
+    };
+    w.out.push(OP_SELECTDB);
+    w.length(db as u64);
+    *out = w.out;
+}
+
+/// A running CRC-64 of a file being written: feed it every byte before [`file_end`].
+pub fn file_digest() -> crc::Digest<'static, u64> {
+    CRC64.digest()
+}
+
+/// The end of a file: EOF and the checksum of every byte before it (`digest` fed with all of
+/// them; the EOF byte is added here).
+pub fn file_end(mut digest: crc::Digest<'static, u64>) -> [u8; 9] {
+    digest.update(&[OP_EOF]);
+    let mut end = [OP_EOF; 9];
+    end[1..].copy_from_slice(&digest.finalize().to_le_bytes());
+    end
 }
 
 /// Why a file could not be loaded: what, and at which byte.

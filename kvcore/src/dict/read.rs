@@ -86,6 +86,37 @@ impl<L: Link> Dict<L> {
         }
     }
 
+    /// [`Dict::scan`] handing out the entries mutably (the snapshot marks what it wrote). The
+    /// keys must not change.
+    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&mut L)) -> u64 {
+        let rehashing = self.is_rehashing();
+        let (size0, size1) = (self.size0, self.size1);
+        let [t0, t1] = &mut self.tables;
+        let mut v = cursor;
+        if !rehashing {
+            if size0 == 0 {
+                return 0;
+            }
+            let m0 = (size0 - 1) as u64;
+            visit_mut(t0, v & m0, &mut f);
+            return next_cursor(v, m0);
+        }
+        let (m0, m1) = ((size0 - 1) as u64, (size1 - 1) as u64);
+        let (small, ms, large, ml) = if m0 <= m1 {
+            (t0, m0, t1, m1)
+        } else {
+            (t1, m1, t0, m0)
+        };
+        visit_mut(small, v & ms, &mut f);
+        loop {
+            visit_mut(large, v & ml, &mut f);
+            v = next_cursor(v, ml);
+            if v & (ms ^ ml) == 0 {
+                return v;
+            }
+        }
+    }
+
     /// Visits up to `count` entries found by walking consecutive buckets (of both tables while
     /// rehashing) from a random one chosen by `r`, as Redis's `dictGetSomeKeys`: cheap and
     /// biased toward entries after empty runs, which is all eviction sampling needs. Visits
@@ -206,6 +237,16 @@ fn visit<L: Link>(table: &[Option<L>], idx: u64, f: &mut impl FnMut(&L)) {
     // `get`: a migrated bucket of the old table is past its truncated end, i.e. empty.
     if let Some(head) = table.get(idx as usize) {
         chain(head.as_ref()).for_each(f);
+    }
+}
+
+fn visit_mut<L: Link>(table: &mut [Option<L>], idx: u64, f: &mut impl FnMut(&mut L)) {
+    if let Some(head) = table.get_mut(idx as usize) {
+        let mut cur = head.as_mut();
+        while let Some(e) = cur {
+            f(e);
+            cur = e.next_mut().as_mut();
+        }
     }
 }
 

@@ -12,12 +12,14 @@
 //! Deadlines are absolute Unix milliseconds; `now` is passed in by the caller (cached per batch).
 
 mod node;
+mod snap;
 
 use crate::dict::{Dict, Link, REHASH_MOVES};
 use crate::value::Value;
 use node::Node;
 pub(crate) use node::Thin;
 pub use node::{KeyNode, Packed, ACCESS_MAX};
+pub(crate) use snap::Snap;
 
 use crate::evict::AccessMode;
 
@@ -71,6 +73,10 @@ pub struct Keyspace {
     /// The time the last lookup was made at (the access field of a key inserted after a
     /// missed lookup).
     seen_now: u64,
+    /// The snapshot mark that means "done" (see [`snap`]): flipped when a snapshot starts.
+    parity: bool,
+    /// The snapshot running over this keyspace, if any.
+    snap: Option<Box<Snap>>,
 }
 
 impl Default for Keyspace {
@@ -93,6 +99,8 @@ impl Keyspace {
             no_touch: false,
             rng: 0x2545_f491_4f6c_dd1d,
             seen_now: 0,
+            parity: false,
+            snap: None,
         }
     }
 
@@ -115,7 +123,7 @@ impl Keyspace {
     /// no rehash step.
     #[inline]
     fn live(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
-        self.live_with(key, now, !self.no_touch)
+        self.live_with(key, now, !self.no_touch, false)
     }
 
     /// Asks the CPU to start loading what looking up these keys will read (their buckets, then
@@ -132,11 +140,24 @@ impl Keyspace {
         }
     }
 
-    /// [`Keyspace::live`], recording the access in the node when `touch`.
-    fn live_with(&mut self, key: &[u8], now: u64, touch: bool) -> Option<&mut Node> {
+    /// [`Keyspace::live`] for a caller about to change the node: a running snapshot that has
+    /// not written it yet writes its old value first.
+    #[inline]
+    fn live_w(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
+        self.live_with(key, now, !self.no_touch, true)
+    }
+
+    /// [`Keyspace::live`], recording the access in the node when `touch`, and (`write`)
+    /// letting a running snapshot write the old value.
+    fn live_with(&mut self, key: &[u8], now: u64, touch: bool, write: bool) -> Option<&mut Node> {
         self.seen_now = now;
         match self.main.get_or_evict(key, |n| n.expired(now)) {
             Ok(n) => {
+                if write {
+                    if let Some(s) = self.snap.as_deref_mut() {
+                        s.save_old(self.parity, n);
+                    }
+                }
                 if touch {
                     let rng = &mut self.rng;
                     let access = self.access.touched(n.access(), now, || {
@@ -150,7 +171,10 @@ impl Keyspace {
                 Some(n)
             }
             Err(None) => None,
-            Err(Some(dead)) => {
+            Err(Some(mut dead)) => {
+                if let Some(s) = self.snap.as_deref_mut() {
+                    s.save_old(self.parity, &mut dead);
+                }
                 if dead.deadline() != 0 {
                     self.expires.remove(key);
                 }
@@ -169,7 +193,10 @@ impl Keyspace {
     }
 
     fn delete_node(&mut self, key: &[u8]) -> Option<Node> {
-        let node = self.main.remove(key)?;
+        let mut node = self.main.remove(key)?;
+        if let Some(s) = self.snap.as_deref_mut() {
+            s.save_old(self.parity, &mut node);
+        }
         if node.deadline() != 0 {
             self.expires.remove(key);
         }
@@ -184,7 +211,7 @@ impl Keyspace {
     /// The live node of `key` without recording an access (Redis's LOOKUP_NOTOUCH: TYPE,
     /// EXISTS, TTL, OBJECT).
     pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        self.live_with(key, now, false).map(|n| &**n)
+        self.live_with(key, now, false, false).map(|n| &**n)
     }
 
     /// Whether `key` is stored, live or past its deadline (Redis's `dbFind`).
@@ -205,7 +232,7 @@ impl Keyspace {
     /// The live value of `key`, mutable.
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         self.main.rehash_step(REHASH_MOVES);
-        self.live(key, now).map(|n| &mut n.value)
+        self.live_w(key, now).map(|n| &mut n.value)
     }
 
     /// Whether `key` exists and is live.
@@ -215,7 +242,7 @@ impl Keyspace {
 
     /// Stores `value` under `key`, replacing any old value, with the deadline `ttl` says.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
-        let Some(node) = self.live(key, now) else {
+        let Some(node) = self.live_w(key, now) else {
             let at = match ttl {
                 Ttl::At(t) => t,
                 Ttl::Clear | Ttl::Keep => 0,
@@ -247,17 +274,21 @@ impl Keyspace {
             self.expires.insert(Thin::new(key, (), 0));
         }
         let access = self.access.initial(now);
-        self.main
-            .insert_new(Node::with_access(key, value, at, access));
+        let mut node = Node::with_access(key, value, at, access);
+        // Created after a running snapshot's moment: not part of it.
+        node.set_mark(self.parity);
+        self.main.insert_new(node);
     }
 
     /// Rebuilds the node of a present key with a deadline slot holding `at` (its chain position
     /// kept). Leaves `expires` to the caller.
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
         self.main.replace_with(key, |n| {
-            let access = n.access();
+            let (access, mark) = (n.access(), n.mark());
             let (value, _) = n.into_parts();
-            Node::with_access(key, value, at, access)
+            let mut new = Node::with_access(key, value, at, access);
+            new.set_mark(mark);
+            new
         });
     }
 
@@ -323,7 +354,7 @@ impl Keyspace {
 
     /// Sets or clears the deadline of a live key; returns false when the key is missing.
     pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
-        let Some(node) = self.live(key, now) else {
+        let Some(node) = self.live_w(key, now) else {
             return false;
         };
         let old = node.deadline();
@@ -406,6 +437,10 @@ impl Keyspace {
     /// Removes every key (and drops what was logged).
     pub fn clear(&mut self) {
         self.log.clear();
+        if let Some(s) = self.snap.as_deref_mut() {
+            // The snapshot still writes the old keys: it takes the table whole.
+            s.freeze(std::mem::take(&mut self.main));
+        }
         self.main.clear();
         self.expires.clear();
         self.expire_cursor = 0;

@@ -4,8 +4,9 @@
 //! # Layout
 //!
 //! ```text
-//! offset 0   meta   usize           access << 40 | key length << 1 | 1 if the block has a
-//!                                   deadline slot (access: 24 bits of LRU clock or LFU data)
+//! offset 0   meta   usize           access << 40 | snapshot mark << 39 | key length << 1 |
+//!                                   1 if the block has a deadline slot (access: 24 bits of
+//!                                   LRU clock or LFU data; the mark: see `crate::snapshot`)
 //!        8   next   Option<Thin<T>> the dict's chain link (one word)
 //!       16   value  T               the payload: a `Value` (24 bytes) in the main dict,
 //!                                   `()` in the expiry index
@@ -36,8 +37,10 @@ use crate::value::Value;
 const SLOT_BIT: usize = 1;
 /// Where the 24-bit access field starts in `meta` (Redis's `lru` bits of an object).
 const ACCESS_SHIFT: u32 = 40;
-/// Longest key `meta` can describe (39 bits; Redis caps keys at 512 MB).
-const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 1)) - 1;
+/// Longest key `meta` can describe (38 bits; Redis caps keys at 512 MB).
+const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 2)) - 1;
+/// `meta` bit: the snapshot mark (whether the running snapshot has this key already).
+const MARK_BIT: usize = 1 << (ACCESS_SHIFT - 1);
 /// The access field's largest value.
 pub const ACCESS_MAX: u32 = (1 << 24) - 1;
 
@@ -125,6 +128,18 @@ impl<T> Packed<T> {
     pub(crate) fn set_access(&mut self, access: u32) {
         let keep = self.meta & ((1 << ACCESS_SHIFT) - 1);
         self.meta = keep | ((access & ACCESS_MAX) as usize) << ACCESS_SHIFT;
+    }
+
+    /// The snapshot mark (see [`crate::snapshot`]).
+    #[inline]
+    pub(crate) fn mark(&self) -> bool {
+        self.meta & MARK_BIT != 0
+    }
+
+    /// Sets the snapshot mark.
+    #[inline]
+    pub(crate) fn set_mark(&mut self, mark: bool) {
+        self.meta = (self.meta & !MARK_BIT) | if mark { MARK_BIT } else { 0 };
     }
 
     /// Stores the raw deadline `at` (0 = none) in place. Returns false, changing nothing, when
