@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 ROUNDS=${1:-3} N=${N:-200}
 tmp=$(mktemp -d)
 trap 'kill $(cat $tmp/pids 2>/dev/null) 2>/dev/null || true; wait; rm -rf $tmp' EXIT
-taskset -c 0 target/release/kvserver --port 7491 --threads 1 >/dev/null 2>&1 & echo $! >>"$tmp/pids"; echo $! >"$tmp/ours"
+taskset -c 0 target/release/kvserver --port 7491 --threads 1 --save '' >/dev/null 2>&1 & echo $! >>"$tmp/pids"; echo $! >"$tmp/ours"
 taskset -c 0 redis-server --port 7492 --save '' --appendonly no >/dev/null 2>&1 & echo $! >>"$tmp/pids"; echo $! >"$tmp/ref"
 for p in 7491 7492; do
   for _ in $(seq 50); do redis-cli -p $p ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done

@@ -30,7 +30,7 @@ for r in $(seq "$ROUNDS"); do
   for who in ours redis; do
     port=$((7520 + r * 2)); [[ $who == redis ]] && port=$((port + 1))
     if [[ $who == ours ]]; then
-      serve ours "$port" "$BIN/kvserver" --port "$port" --threads 1
+      serve ours "$port" "$BIN/kvserver" --port "$port" --threads 1 --save "" --dir "$tmp"
     else
       serve redis "$port" redis-server --port "$port" --save '' --appendonly no --dir "$tmp"
     fi

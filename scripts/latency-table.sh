@@ -25,7 +25,7 @@ for r in $(seq "$ROUNDS"); do
     name=${w%%:*}; read -ra args <<<"${w#*:}"
     for s in ours redis; do
       # A fresh server per run, so the growth workload starts from an empty keyspace.
-      if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1; port=7481
+      if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1 --save ''; port=7481
       else start redis 7482 redis-server --port 7482 --save '' --appendonly no; port=7482; fi
       line=$(target/release/kvbench run -p $port "${args[@]}" --load-cpus 1 2>&1 | grep -A1 'ops/s' | tail -1)
       echo "round $r $name $s: $line"

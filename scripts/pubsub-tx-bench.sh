@@ -17,7 +17,7 @@ tmp=$(mktemp -d)
 trap 'kill $(cat $tmp/pids 2>/dev/null) 2>/dev/null || true; wait; rm -rf $tmp' EXIT
 start() { # name port -> pid
   if [ "$1" = ours ]; then
-    taskset -c "${OURS_CPUS:-0}" target/release/kvserver --port "$2" --threads "$OURS_THREADS" >"$tmp/$1.log" 2>&1 &
+    taskset -c "${OURS_CPUS:-0}" target/release/kvserver --port "$2" --threads "$OURS_THREADS" --save '' >"$tmp/$1.log" 2>&1 &
   else
     taskset -c 0 redis-server --port "$2" --save '' --appendonly no >"$tmp/$1.log" 2>&1 &
   fi

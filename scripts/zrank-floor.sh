@@ -25,7 +25,7 @@ with open(sys.argv[1], "wb") as f:
         f.write(resp(*args))
 PY
 taskset -c "$SC" redis-server --port 7701 --save '' --appendonly no >/dev/null 2>&1 & R=$!
-taskset -c "$SC" target/release/kvserver --port 7702 --threads 1 >/dev/null 2>&1 & K=$!
+taskset -c "$SC" target/release/kvserver --port 7702 --threads 1 --save '' >/dev/null 2>&1 & K=$!
 taskset -c "$SC" target/release/kvbench null-server --port 7703 >/dev/null 2>&1 & Z=$!
 taskset -c "$SC" target/release/kvbench null-server --port 7704 --execute >/dev/null 2>&1 & E=$!
 trap 'kill $R $K $Z $E 2>/dev/null; rm -rf $tmp' EXIT

@@ -318,6 +318,11 @@ fn start_servers(args: &CompareArgs, ncpus: usize) -> Result<Vec<Server>, String
             "{PORT}",
             "--threads",
             &ncpus.to_string(),
+            // No persistence, as the reference runs: disk work never enters a measurement.
+            "--save",
+            "",
+            "--dir",
+            "/tmp",
         ]),
     )];
     if !args.no_redis {

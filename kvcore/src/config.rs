@@ -23,6 +23,8 @@ pub enum Kind {
     Events,
     /// Space-separated percentiles, each 0 to 100 (`latency-tracking-info-percentiles`).
     Percentiles,
+    /// `save`'s points: pairs of seconds and changes, or nothing.
+    SavePoints,
 }
 
 /// One parameter's description.
@@ -75,6 +77,13 @@ pub static PARAMS: &[Param] = &[
         "no",
         false
     ),
+    p!(
+        "enable-protected-configs",
+        [],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        false
+    ),
     p!("maxclients", Kind::Int(1, i32::MAX as i64), "10000"),
     p!("maxmemory", Kind::Memory, "0"),
     p!("maxmemory-policy", Kind::Enum(POLICIES), "noeviction"),
@@ -94,7 +103,10 @@ pub static PARAMS: &[Param] = &[
     p!("tcp-keepalive", I32, "300"),
     p!("hz", I32, "10"),
     p!("loglevel", Kind::Enum(LOGLEVELS), "notice"),
-    p!("save", Kind::Text, ""),
+    p!("save", Kind::SavePoints, "3600 1 300 100 60 10000"),
+    p!("stop-writes-on-bgsave-error", Kind::Bool, "yes"),
+    p!("rdbcompression", Kind::Bool, "yes"),
+    p!("rdbchecksum", Kind::Bool, "yes"),
     p!("dir", Kind::Text, "."),
     p!("dbfilename", Kind::Text, "dump.rdb"),
     p!("appendonly", Kind::Bool, "no"),
@@ -248,6 +260,8 @@ pub enum ConfigError {
     Invalid(String, String),
     /// The same parameter twice in one CONFIG SET.
     Duplicate(String),
+    /// A protected parameter (`dir`, `dbfilename`) while `enable-protected-configs` forbids.
+    Protected(String),
 }
 
 impl ConfigError {
@@ -266,6 +280,9 @@ impl ConfigError {
             ConfigError::Duplicate(n) => format!(
                 "ERR CONFIG SET failed (possibly related to argument '{n}') - duplicate parameter"
             ),
+            ConfigError::Protected(n) => format!(
+                "ERR CONFIG SET failed (possibly related to argument '{n}') - can't set protected config"
+            ),
         }
     }
 }
@@ -277,6 +294,7 @@ impl std::fmt::Display for ConfigError {
             ConfigError::Immutable(n) => write!(f, "'{n}' can't be changed at run time"),
             ConfigError::Invalid(n, why) => write!(f, "bad value for '{n}': {why}"),
             ConfigError::Duplicate(n) => write!(f, "'{n}' given twice"),
+            ConfigError::Protected(n) => write!(f, "'{n}' is protected"),
         }
     }
 }
@@ -347,6 +365,13 @@ fn normalize(p: &Param, v: &str) -> Result<String, String> {
             }
             Ok(shown.join(" "))
         }
+        Kind::SavePoints => {
+            let words: Vec<&str> = v.split_ascii_whitespace().collect();
+            if words.len() % 2 != 0 || words.iter().any(|w| w.parse::<u32>().is_err()) {
+                return Err("Invalid save parameters".into());
+            }
+            Ok(words.join(" "))
+        }
         Kind::Events => crate::events::parse_classes(v.as_bytes())
             .map(crate::events::classes_to_string)
             .ok_or_else(|| "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
@@ -407,6 +432,36 @@ impl Config {
     /// The current value of a parameter.
     pub fn get(&self, name: &str) -> Option<&str> {
         find(name).map(|(i, _)| self.values[i].as_str())
+    }
+
+    /// The first of `names` that is a protected parameter (Redis 7's `dir` and `dbfilename`)
+    /// while `enable-protected-configs` refuses a client (`local`: whether it is on loopback
+    /// or a Unix socket).
+    pub fn protected_among<'a>(&self, names: &[&'a str], local: bool) -> Option<&'a str> {
+        let allowed = match self.get("enable-protected-configs") {
+            Some("yes") => true,
+            Some("local") => local,
+            _ => false,
+        };
+        if allowed {
+            return None;
+        }
+        names
+            .iter()
+            .copied()
+            .find(|n| find(n).is_some_and(|(_, p)| matches!(p.name, "dir" | "dbfilename")))
+    }
+
+    /// `save`'s points as (seconds, changes): save when at least `changes` writes happened and
+    /// more than `seconds` passed since the last save. Empty: no automatic saves.
+    pub fn save_points(&self) -> Vec<(u64, u64)> {
+        let nums: Vec<u64> = self
+            .get("save")
+            .unwrap_or("")
+            .split_ascii_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        nums.chunks_exact(2).map(|c| (c[0], c[1])).collect()
     }
 
     /// `(name, value)` of every parameter whose name or alias matches the glob `pattern`.
@@ -514,7 +569,7 @@ impl Config {
                     format_memory(v.parse().unwrap_or(0))
                 )]
             }
-            (_, Kind::Text | Kind::Events | Kind::Percentiles) => {
+            (_, Kind::Text | Kind::Events | Kind::Percentiles | Kind::SavePoints) => {
                 vec![format!("{} {}", p.name, quote(v))]
             }
             _ => vec![format!("{} {v}", p.name)],
@@ -590,7 +645,8 @@ mod tests {
         assert_eq!(
             new,
             "# my server\nport 6379\nthreads 3\n\nmaxmemory 200mb\nhash-max-listpack-entries 10\n\
-             # Generated by CONFIG REWRITE\nrequirepass \"a\\\"b\"\nmaxmemory-policy allkeys-lru\nsave \"\"\n"
+             # Generated by CONFIG REWRITE\nrequirepass \"a\\\"b\"\nmaxmemory-policy allkeys-lru\n\
+             save 3600 1\nsave 300 100\nsave 60 10000\n"
         );
         // Once more: nothing new to append, no second signature.
         let again = c.rewrite(&new);

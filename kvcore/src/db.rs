@@ -241,6 +241,9 @@ pub struct Db {
     pub telemetry: crate::telemetry::Telemetry,
     /// The host's `ip:port` and name of a client by id, for slow log entries.
     pub client_label: Option<ClientLabel>,
+    /// The server's last RDB save failed: with save points and `stop-writes-on-bgsave-error`,
+    /// writes (and PING) answer MISCONF until a save succeeds.
+    pub rdb_failed: bool,
 }
 
 /// See [`Db::client_label`].
@@ -290,6 +293,7 @@ impl Db {
             quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,
+            rdb_failed: false,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -417,6 +421,9 @@ impl Db {
             true
         } else if self.refused_for_memory(spec.flags) {
             w.error(crate::OpError::OutOfMemory.message().as_bytes());
+            true
+        } else if self.rdb_failed && self.refused_for_disk(spec) {
+            w.error(crate::persist::MISCONF_RDB);
             true
         } else {
             false

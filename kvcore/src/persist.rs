@@ -14,7 +14,27 @@ use crate::rdb::{self, DbPart, LoadedKey};
 use crate::value::Value;
 use crate::Db;
 
+/// The error writes get while the last save failed (Redis's, without the leading `-`).
+pub const MISCONF_RDB: &[u8] = b"MISCONF Redis is configured to save RDB snapshots, but it's \
+currently unable to persist to disk. Commands that may modify the data set are disabled, \
+because this instance is configured to report errors during writes if RDB snapshotting fails \
+(stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB \
+error.";
+
 impl Db {
+    /// Keys stored in every database, expired ones not yet collected included.
+    pub fn key_count(&self) -> usize {
+        self.dbs.iter().map(|ks| ks.len()).sum()
+    }
+
+    /// Whether `spec` is refused because the last save failed ([`Db::rdb_failed`] is set):
+    /// writes and PING are, while save points are set and `stop-writes-on-bgsave-error` is yes.
+    pub(crate) fn refused_for_disk(&self, spec: &crate::commands::CommandSpec) -> bool {
+        (spec.has(crate::commands::flags::WRITE) || spec.name == "ping")
+            && self.config.get("stop-writes-on-bgsave-error") == Some("yes")
+            && !self.config.save_points().is_empty()
+    }
+
     /// The encoding limits values read from a file are rebuilt under.
     pub fn rdb_limits(&self) -> rdb::Limits {
         crate::commands::dump_limits(self)
@@ -200,8 +220,11 @@ mod tests {
         body
     }
 
-    /// A file's keys as (db, key, dump of the value, deadline), sorted.
-    fn contents(file: &[u8]) -> Vec<(usize, Vec<u8>, Vec<u8>, Option<u64>)> {
+    /// A key of a file: (db, key, dump of the value, deadline).
+    type Record = (usize, Vec<u8>, Vec<u8>, Option<u64>);
+
+    /// A file's keys, sorted.
+    fn contents(file: &[u8]) -> Vec<Record> {
         let mut keys = Vec::new();
         rdb::load_file(file, rdb::Limits::default(), 0, 16, |k| {
             let v = rdb::dump(&k.value, crate::list::Limits::default());

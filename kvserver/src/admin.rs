@@ -22,11 +22,15 @@ fn is(a: &[u8], name: &str) -> bool {
 /// Whether this command is answered here rather than by one shard's store.
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
-        "info" | "swapdb" | "slowlog" | "latency" | "save" | "lastsave" | "shutdown" => true,
+        "info" | "swapdb" | "slowlog" | "latency" | "save" | "bgsave" | "lastsave" | "shutdown" => {
+            true
+        }
         "debug" => {
-            n > 1
-                && args.len() == 3
-                && (is(args[1], "SET-ACTIVE-EXPIRE") || is(args[1], "QUICKLIST-PACKED-THRESHOLD"))
+            (args.len() >= 2 && is(args[1], "RELOAD"))
+                || (n > 1
+                    && args.len() == 3
+                    && (is(args[1], "SET-ACTIVE-EXPIRE")
+                        || is(args[1], "QUICKLIST-PACKED-THRESHOLD")))
         }
         "memory" => args.len() == 2 && ["STATS", "DOCTOR", "PURGE"].iter().any(|s| is(args[1], s)),
         "client" => {
@@ -94,15 +98,26 @@ pub async fn run(
     if is(name, "SAVE") {
         match crate::persist::save(shard).await {
             Ok(()) => w.ok(),
-            Err(e) => {
+            Err(crate::persist::SaveError::InProgress) => {
+                w.error(b"ERR Background save already in progress")
+            }
+            Err(crate::persist::SaveError::Failed(e)) => {
                 crate::log!(3, "Failed saving the DB: {e}");
                 w.error(b"ERR");
             }
         }
         return false;
     }
+    if is(name, "BGSAVE") {
+        crate::persist::bgsave(shard, args, &mut w).await;
+        return false;
+    }
+    if is(name, "DEBUG") && args.len() >= 2 && is(args[1], "RELOAD") {
+        crate::persist::debug_reload(shard, args, &mut w).await;
+        return false;
+    }
     if is(name, "LASTSAVE") {
-        w.int(shard.global.last_save.load(Ordering::Relaxed) as i64);
+        w.int(shard.global.rdb.last_save.load(Ordering::Relaxed) as i64);
         return false;
     }
     if is(name, "INFO") {
@@ -152,6 +167,25 @@ pub async fn run(
             Err(e) => w.error(e.as_bytes()),
         }
         return false;
+    }
+    if is(name, "CONFIG") && args.len() >= 4 && is(args[1], "SET") {
+        // (The store checks this too, but not for the internal dispatch below.)
+        let names: Vec<String> = args[2..]
+            .iter()
+            .step_by(2)
+            .map(|n| String::from_utf8_lossy(n).into_owned())
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let refused = shard
+            .db
+            .borrow()
+            .config
+            .protected_among(&names, session.local)
+            .map(|n| kvcore::config::ConfigError::Protected(n.to_string()).reply_text());
+        if let Some(e) = refused {
+            w.error(e.as_bytes());
+            return false;
+        }
     }
     if is(name, "CONFIG") || is(name, "DEBUG") {
         // Check and apply on this shard first: its answer is the reply; then everywhere else.

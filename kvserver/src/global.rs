@@ -182,12 +182,8 @@ pub struct Global {
     pub run_id: String,
     /// The shards' counters, published at each tick, and the recent samples of their sums.
     pub rates: Mutex<Rates>,
-    /// Unix seconds of the last successful save (start time before any).
-    pub last_save: AtomicU64,
-    /// Saves done since start (INFO `rdb_saves`).
-    pub saves: AtomicU64,
-    /// Whether the last save failed (INFO `rdb_last_bgsave_status`).
-    pub save_failed: AtomicBool,
+    /// RDB saving (see [`crate::persist`]).
+    pub rdb: crate::persist::RdbState,
     /// Keys loaded from the file at start, and keys skipped there as expired.
     pub loaded_keys: AtomicU64,
     /// See `loaded_keys`.
@@ -286,13 +282,7 @@ impl Global {
             query_limit_disconnections: AtomicU64::new(0),
             run_id: new_run_id(),
             rates: Mutex::new(Rates::default()),
-            last_save: AtomicU64::new(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs()),
-            ),
-            saves: AtomicU64::new(0),
-            save_failed: AtomicBool::new(false),
+            rdb: crate::persist::RdbState::default(),
             loaded_keys: AtomicU64::new(0),
             loaded_expired: AtomicU64::new(0),
         }

@@ -44,7 +44,6 @@ mod persist;
 mod pubsub;
 mod shard;
 
-use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -279,7 +278,7 @@ async fn shard_main(
         })
     }));
     db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
-    let shard = Rc::new(Shard::new(i, n, db, global.clone(), inboxes));
+    let shard = Shard::new(i, n, db, global.clone(), inboxes);
     shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);
     if let Some(l) = metrics {

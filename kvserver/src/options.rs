@@ -181,8 +181,22 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         config_file,
         ..Options::default()
     };
+    // Several `save` lines add up, as in Redis (the first replaces the default; `save ""`
+    // clears what came before).
+    let mut save: Option<String> = None;
     for (name, value) in pairs {
+        if name.eq_ignore_ascii_case("save") {
+            let v = value.trim();
+            save = Some(match save {
+                Some(acc) if !acc.is_empty() && !v.is_empty() => format!("{acc} {v}"),
+                _ => v.to_string(),
+            });
+            continue;
+        }
         apply(&mut o, &name, &value)?;
+    }
+    if let Some(v) = save {
+        apply(&mut o, "save", &v)?;
     }
     // `dir` is where the RDB file goes; shown absolute, as Redis shows it after its chdir.
     let dir = o.store.get("dir").unwrap_or(".").to_string();

@@ -36,6 +36,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         0,
         needs_server
     ),
+    cmd!("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, needs_server),
     cmd!("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, needs_server),
     cmd!(
         "shutdown",
@@ -652,6 +653,14 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
             })
             .collect();
         let pairs: Vec<(&str, &str)> = text.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        // (The server repeats a change on its other shards internally: checked once, here.)
+        if !c.session.internal {
+            let names: Vec<&str> = pairs.iter().map(|p| p.0).collect();
+            if let Some(n) = c.db.config.protected_among(&names, c.session.local) {
+                let e = crate::config::ConfigError::Protected(n.to_string());
+                return c.out.error(e.reply_text().as_bytes());
+            }
+        }
         match c.db.config.set_many(&pairs) {
             Ok(()) => {
                 c.db.sync_log_mask();

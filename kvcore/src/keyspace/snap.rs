@@ -53,12 +53,7 @@ impl Snap {
     }
 
     fn write(&mut self, node: &KeyNode) {
-        let at = node.expire_at();
-        if at.is_some_and(|at| at < self.at_ms) {
-            return;
-        }
-        let v = key_record(&mut self.out, node.key(), &node.value, at);
-        self.version = self.version.max(v);
+        record(&mut self.out, &mut self.version, self.at_ms, node);
     }
 
     /// Takes a cleared table whose pending nodes are still to be written.
@@ -66,6 +61,14 @@ impl Snap {
         if !table.is_empty() {
             self.frozen.push((table, 0));
         }
+    }
+}
+
+/// Writes `node`'s record unless it was past its deadline at the snapshot's moment `at_ms`;
+/// raises `version` to what the record needs.
+fn record(out: &mut Writer, version: &mut u16, at_ms: u64, node: &KeyNode) {
+    if !node.expired(at_ms) {
+        *version = (*version).max(key_record(out, node.key(), &node.value, node.expire_at()));
     }
 }
 
@@ -115,10 +118,7 @@ impl Keyspace {
                     visited += 1;
                     if n.mark() != parity {
                         n.set_mark(parity);
-                        let at = n.expire_at();
-                        if !at.is_some_and(|at| at < at_ms) {
-                            *version = (*version).max(key_record(out, n.key(), &n.value, at));
-                        }
+                        record(out, version, at_ms, n);
                     }
                 });
                 if *cursor == 0 || visited >= budget || out.out.len() >= STEP_BYTES {

@@ -158,6 +158,10 @@ pub struct Shard {
     pub events_hook: Cell<Option<fn(&Shard)>>,
     /// Traffic counters.
     pub net: NetCounters,
+    /// Ticks received (see [`Msg::Tick`]).
+    pub ticks: Cell<u64>,
+    /// This shard itself, for tasks it starts from a `&Shard`.
+    me: std::rc::Weak<Shard>,
 }
 
 impl Shard {
@@ -168,8 +172,8 @@ impl Shard {
         db: Db,
         global: Arc<Global>,
         inboxes: Vec<UnboundedSender<Msg>>,
-    ) -> Shard {
-        Shard {
+    ) -> Rc<Shard> {
+        Rc::new_cyclic(|me| Shard {
             id,
             n,
             db: RefCell::new(db),
@@ -187,7 +191,14 @@ impl Shard {
             arrived: Notify::new(),
             events_hook: Cell::new(None),
             net: NetCounters::default(),
-        }
+            ticks: Cell::new(0),
+            me: me.clone(),
+        })
+    }
+
+    /// This shard as an `Rc`, for a task it spawns; `None` only while it is being dropped.
+    pub fn rc(&self) -> Option<Rc<Shard>> {
+        self.me.upgrade()
     }
 
     async fn send(&self, to: usize, msg: Msg) {
@@ -461,6 +472,10 @@ impl Shard {
                 crate::global::lock(&self.global.rates).publish(self.id, totals);
                 self.db.borrow_mut().cron(Duration::from_millis(5));
                 self.after_writes();
+                self.ticks.set(self.ticks.get() + 1);
+                if self.id == 0 && self.ticks.get() % 10 == 0 {
+                    crate::persist::cron(self);
+                }
             }
             Msg::Stop => self.stop.notify_one(),
             Msg::Adopt(h) => {

@@ -174,8 +174,10 @@ fn config_rewrite_updates_the_file_it_started_with() {
     )
     .unwrap();
     let path = file.to_str().unwrap();
+    let dir_s = dir.to_str().unwrap();
     for n in SHARDS {
-        let server = Server::start_from(Some(path), &["--threads", &n.to_string()]);
+        // (`dir` goes into the file: one that outlives each server.)
+        let server = Server::start_from(Some(path), &["--threads", &n.to_string(), "--dir", dir_s]);
         let mut s = server.raw();
         assert_eq!(
             call(&mut s, "CONFIG GET hash-max-listpack-entries"),
@@ -193,7 +195,8 @@ fn config_rewrite_updates_the_file_it_started_with() {
         assert!(text.contains("\nslowlog-max-len 5\n"), "{text}");
         drop(server);
         // The rewritten file starts a server with the same settings.
-        let server = Server::start_from(Some(path), &["--threads", &n.to_string()]);
+        // (`dir` goes into the file: one that outlives each server.)
+        let server = Server::start_from(Some(path), &["--threads", &n.to_string(), "--dir", dir_s]);
         let mut s = server.raw();
         assert_eq!(
             call(&mut s, "CONFIG GET maxmemory-policy"),

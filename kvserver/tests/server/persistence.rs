@@ -116,6 +116,17 @@ fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), String> {
 }
 
 fn redis_server(dir: &str, file: &str) -> (std::process::Child, redis::Connection) {
+    let (child, c, _) = redis_server_with(dir, file, &[]);
+    (child, c)
+}
+
+/// Debian's redis-server on a free port with `dir`/`file` and `extra` arguments, ready: the
+/// process, a client and the port.
+fn redis_server_with(
+    dir: &str,
+    file: &str,
+    extra: &[&str],
+) -> (std::process::Child, redis::Connection, u16) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -131,6 +142,7 @@ fn redis_server(dir: &str, file: &str) -> (std::process::Child, redis::Connectio
             "",
         ])
         .args(["--appendonly", "no", "--dir", dir, "--dbfilename", file])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -140,7 +152,7 @@ fn redis_server(dir: &str, file: &str) -> (std::process::Child, redis::Connectio
         if let Ok(mut c) = client.get_connection() {
             // Wait for the load to finish.
             if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                return (child, c);
+                return (child, c, port);
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -272,4 +284,337 @@ fn shutdown_saves_as_asked() {
     let mut server = server;
     assert!(server.exit_status(10).is_some());
     assert!(!file.exists(), "SHUTDOWN NOSAVE writes nothing");
+}
+
+/// Sends `args` and reads one reply, raw.
+fn raw_call(s: &mut std::net::TcpStream, args: &[&str]) -> String {
+    use std::io::Write;
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    s.write_all(&crate::support::encode(&args)).unwrap();
+    String::from_utf8_lossy(&crate::support::read_replies(s, 1)[0]).into_owned()
+}
+
+/// Polls INFO persistence until no save runs; returns the section.
+fn after_save(s: &mut std::net::TcpStream) -> String {
+    for _ in 0..1000 {
+        let info = raw_call(s, &["INFO", "persistence"]);
+        if info.contains("rdb_bgsave_in_progress:0\r\n") {
+            return info;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the save did not end");
+}
+
+/// A background save that fails (its file name is a directory's, so the rename fails: the
+/// injected write error) refuses writes and PING with Redis's MISCONF while save points are
+/// set; reads go on; `save ""` lifts it; a successful SAVE ends it. The same sequence against
+/// Debian's redis-server gives the same replies, byte for byte.
+#[test]
+fn a_failed_background_save_refuses_writes_until_a_save_succeeds() {
+    let run = |s: &mut std::net::TcpStream, dir: &Path| -> Vec<String> {
+        std::fs::create_dir_all(dir.join("blocked")).unwrap();
+        let mut replies = Vec::new();
+        let mut step = |s: &mut std::net::TcpStream, args: &[&str]| {
+            replies.push(format!("{args:?} -> {}", raw_call(s, args)));
+        };
+        step(s, &["CONFIG", "SET", "save", "3600 1"]);
+        step(s, &["SET", "k", "v"]);
+        step(s, &["CONFIG", "SET", "dbfilename", "blocked"]);
+        step(s, &["BGSAVE"]);
+        let info = after_save(s);
+        assert!(info.contains("rdb_last_bgsave_status:err\r\n"), "{info}");
+        step(s, &["SET", "k", "v2"]);
+        step(s, &["DEL", "k"]);
+        step(s, &["GET", "k"]);
+        step(s, &["PING"]);
+        step(s, &["CONFIG", "SET", "save", ""]);
+        step(s, &["SET", "k", "v3"]);
+        step(s, &["CONFIG", "SET", "save", "3600 1"]);
+        step(s, &["SET", "k", "v4"]);
+        step(s, &["CONFIG", "SET", "dbfilename", "dump.rdb"]);
+        step(s, &["SAVE"]);
+        step(s, &["SET", "k", "v5"]);
+        step(s, &["PING"]);
+        let info = raw_call(s, &["INFO", "persistence"]);
+        assert!(info.contains("rdb_last_bgsave_status:ok\r\n"), "{info}");
+        replies
+    };
+    let dir = TempDir::new("misconf");
+    let server = Server::start(&[
+        "--threads",
+        "3",
+        "--dir",
+        dir.path(),
+        "--enable-protected-configs",
+        "yes",
+    ]);
+    let ours = run(&mut server.raw(), Path::new(dir.path()));
+    assert!(ours[4].contains("-MISCONF Redis is configured to save RDB snapshots"));
+    assert!(ours[6].ends_with("$2\r\nv3\r\n") || ours[6].contains("$1\r\nv\r\n"));
+    let rdir = TempDir::new("misconf-redis");
+    let (mut child, _, port) = redis_server_with(
+        rdir.path(),
+        "dump.rdb",
+        &["--enable-protected-configs", "yes"],
+    );
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let theirs = run(&mut s, Path::new(rdir.path()));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(ours, theirs);
+}
+
+/// Protected parameters: `dir` and `dbfilename` refuse CONFIG SET unless
+/// `enable-protected-configs` allows it, with Redis 7's error.
+#[test]
+fn dir_and_dbfilename_are_protected_by_default() {
+    let server = Server::start(&["--threads", "2"]);
+    let mut s = server.raw();
+    assert_eq!(
+        raw_call(&mut s, &["CONFIG", "SET", "dbfilename", "x.rdb"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'dbfilename') - can't set protected config\r\n"
+    );
+    assert_eq!(
+        raw_call(&mut s, &["CONFIG", "SET", "maxmemory", "0", "dir", "/"]),
+        "-ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config\r\n"
+    );
+    let server = Server::start(&["--threads", "2", "--enable-protected-configs", "local"]);
+    let mut s = server.raw();
+    assert_eq!(
+        raw_call(&mut s, &["CONFIG", "SET", "dbfilename", "x.rdb"]),
+        "+OK\r\n"
+    );
+    assert!(raw_call(&mut s, &["CONFIG", "GET", "dbfilename"]).ends_with("$5\r\nx.rdb\r\n"));
+}
+
+/// The `save` policy starts a background save once a point is met; BGSAVE SCHEDULE and a
+/// BGSAVE while one runs answer as Redis; DEBUG RELOAD saves and loads back, NOSAVE loads the
+/// file as it was.
+#[test]
+fn save_points_bgsave_schedule_and_debug_reload() {
+    let dir = TempDir::new("rdb-policy");
+    let file = Path::new(dir.path()).join("dump.rdb");
+    let server = Server::start(&[
+        "--threads",
+        "2",
+        "--dir",
+        dir.path(),
+        "--save",
+        "1 3",
+        "--enable-debug-command",
+        "yes",
+    ]);
+    let mut s = server.raw();
+    assert_eq!(
+        raw_call(&mut s, &["CONFIG", "GET", "save"]),
+        "*2\r\n$4\r\nsave\r\n$3\r\n1 3\r\n"
+    );
+    assert_eq!(raw_call(&mut s, &["SET", "a", "1"]), "+OK\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(!file.exists(), "one change is below the point's three");
+    for k in ["b", "c"] {
+        assert_eq!(raw_call(&mut s, &["SET", k, "1"]), "+OK\r\n");
+    }
+    let mut saved = false;
+    for _ in 0..300 {
+        let info = raw_call(&mut s, &["INFO", "persistence"]);
+        if info.contains("rdb_saves:1\r\n") && info.contains("rdb_changes_since_last_save:0\r\n") {
+            saved = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        saved && file.exists(),
+        "three changes in over a second: a save"
+    );
+    assert!(
+        server
+            .log_lines_with("3 changes in 1 seconds. Saving...")
+            .len()
+            == 1
+    );
+    // BGSAVE answers once its moment is taken; a second one while it runs is refused or,
+    // with SCHEDULE, runs after it.
+    let fill: Vec<String> = (0..20000).map(|i| format!("key:{i}")).collect();
+    for chunk in fill.chunks(1000) {
+        let mut args = vec!["MSET"];
+        for k in chunk {
+            args.push(k);
+            args.push(k);
+        }
+        assert_eq!(raw_call(&mut s, &args), "+OK\r\n");
+    }
+    assert_eq!(
+        raw_call(&mut s, &["BGSAVE"]),
+        "+Background saving started\r\n"
+    );
+    let second = raw_call(&mut s, &["BGSAVE", "SCHEDULE"]);
+    let info = after_save(&mut s);
+    let saves: u64 = info
+        .split("rdb_saves:")
+        .nth(1)
+        .and_then(|t| t.split("\r\n").next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    match second.as_str() {
+        "+Background saving scheduled\r\n" => {
+            // The cron runs the scheduled one within a second or so.
+            let mut ran = false;
+            for _ in 0..300 {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                if after_save(&mut s).contains(&format!("rdb_saves:{}\r\n", saves + 1)) {
+                    ran = true;
+                    break;
+                }
+            }
+            assert!(ran, "the scheduled save ran");
+        }
+        "+Background saving started\r\n" => assert_eq!(saves, 3),
+        other => panic!("{other}"),
+    }
+    assert_eq!(
+        raw_call(&mut s, &["BGSAVE", "NOW"]),
+        "-ERR syntax error\r\n"
+    );
+    // DEBUG RELOAD: the same keys after a save and a load.
+    assert_eq!(raw_call(&mut s, &["SET", "x", "1"]), "+OK\r\n");
+    assert_eq!(raw_call(&mut s, &["DEBUG", "RELOAD"]), "+OK\r\n");
+    assert_eq!(raw_call(&mut s, &["DBSIZE"]), ":20004\r\n");
+    assert_eq!(raw_call(&mut s, &["GET", "x"]), "$1\r\n1\r\n");
+    // NOSAVE loads the file as it was: later changes go.
+    assert_eq!(raw_call(&mut s, &["SET", "x", "2"]), "+OK\r\n");
+    assert_eq!(raw_call(&mut s, &["SET", "y", "2"]), "+OK\r\n");
+    assert_eq!(raw_call(&mut s, &["DEBUG", "RELOAD", "NOSAVE"]), "+OK\r\n");
+    assert_eq!(raw_call(&mut s, &["GET", "x"]), "$1\r\n1\r\n");
+    assert_eq!(raw_call(&mut s, &["EXISTS", "y"]), ":0\r\n");
+    assert_eq!(raw_call(&mut s, &["DBSIZE"]), ":20004\r\n");
+    assert_eq!(
+        raw_call(&mut s, &["DEBUG", "RELOAD", "BOGUS"]),
+        "-ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.\r\n"
+    );
+}
+
+/// BGSAVE while clients write over every shard: the file is the state at one moment. Each
+/// writer sets its group of keys (on different shards) to its generation number with one
+/// MSET, or deletes the group with one DEL; the file must hold every group whole (all keys
+/// of one generation, or none), with a generation acknowledged before BGSAVE was sent at the
+/// earliest and one sent before its reply came at the latest.
+#[test]
+fn bgsave_during_writes_is_the_state_at_one_moment() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const WRITERS: usize = 4;
+    const GROUP: usize = 6;
+    let dir = TempDir::new("rdb-moment");
+    let server = Server::start(&["--threads", "3", "--dir", dir.path(), "--save", ""]);
+    let mut s = server.raw();
+    for chunk in (0..30000).collect::<Vec<_>>().chunks(1000) {
+        let kv: Vec<String> = chunk
+            .iter()
+            .flat_map(|i| [format!("pre:{i}"), "v".into()])
+            .collect();
+        let mut args = vec!["MSET"];
+        args.extend(kv.iter().map(String::as_str));
+        assert_eq!(raw_call(&mut s, &args), "+OK\r\n");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
+    let sent: Arc<Vec<AtomicU64>> = Arc::new((0..WRITERS).map(|_| AtomicU64::new(0)).collect());
+    let keys = |t: usize| -> Vec<String> { (0..GROUP).map(|j| format!("w{t}:{j}")).collect() };
+    let port = server.port;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|t| {
+            let (stop, acked, sent) = (stop.clone(), acked.clone(), sent.clone());
+            let keys = keys(t);
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                let mut g = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    g += 1;
+                    sent[t].store(g, Ordering::SeqCst);
+                    let gs = g.to_string();
+                    let mut args: Vec<&str> = Vec::new();
+                    if g % 5 == 0 {
+                        args.push("DEL");
+                        args.extend(keys.iter().map(String::as_str));
+                    } else {
+                        args.push("MSET");
+                        for k in &keys {
+                            args.push(k);
+                            args.push(&gs);
+                        }
+                    }
+                    // A pre-existing key changed too: the walk meets keys changed under it.
+                    let pre = format!("pre:{}", (g * 7919 + t as u64) % 30000);
+                    let reply = raw_call(&mut s, &args);
+                    assert!(reply.starts_with('+') || reply.starts_with(':'), "{reply}");
+                    assert_eq!(raw_call(&mut s, &["SET", &pre, &gs]), "+OK\r\n");
+                    acked[t].store(g, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    while acked.iter().any(|a| a.load(Ordering::SeqCst) < 10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let lo: Vec<u64> = acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+    assert_eq!(
+        raw_call(&mut s, &["BGSAVE"]),
+        "+Background saving started\r\n"
+    );
+    let hi: Vec<u64> = sent.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+    // Writes go on while the save runs.
+    let during = acked[0].load(Ordering::SeqCst);
+    let info = after_save(&mut s);
+    assert!(info.contains("rdb_last_bgsave_status:ok\r\n"), "{info}");
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert!(acked[0].load(Ordering::SeqCst) > during);
+    drop(server);
+    let file = Path::new(dir.path()).join("dump.rdb");
+    let check = Command::new("redis-check-rdb").arg(&file).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let server = Server::start(&["--threads", "2", "--dir", dir.path(), "--save", ""]);
+    let mut c = server.client();
+    for t in 0..WRITERS {
+        let ks = keys(t);
+        let mut mget = vec!["MGET"];
+        mget.extend(ks.iter().map(String::as_str));
+        let vals: Vec<Option<u64>> = q(&mut c, &mget);
+        assert!(
+            vals.iter().all(|v| *v == vals[0]),
+            "writer {t}: a group split {vals:?}"
+        );
+        match vals[0] {
+            Some(g) => assert!(
+                (lo[t]..=hi[t]).contains(&g),
+                "writer {t}: generation {g} outside [{}, {}]",
+                lo[t],
+                hi[t]
+            ),
+            None => assert!(
+                (lo[t]..=hi[t]).any(|g| g % 5 == 0),
+                "writer {t}: deleted, but no DEL in [{}, {}]",
+                lo[t],
+                hi[t]
+            ),
+        }
+    }
+    let size: i64 = q(&mut c, &["DBSIZE"]);
+    let groups = (0..WRITERS)
+        .filter(|&t| {
+            let v: Option<String> = q(&mut c, &["GET", &keys(t)[0]]);
+            v.is_some()
+        })
+        .count();
+    assert_eq!(size as usize, 30000 + GROUP * groups);
 }

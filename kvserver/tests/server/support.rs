@@ -12,6 +12,9 @@ pub struct Server {
     pub port: u16,
     /// What it wrote to stderr after its ready line (panics included).
     log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Its working directory, private to it (where its RDB file goes unless `--dir` says
+    /// otherwise), removed on drop.
+    pub cwd: std::path::PathBuf,
 }
 
 impl Server {
@@ -22,7 +25,13 @@ impl Server {
 
     /// Like [`Server::start`], with a configuration file first on the command line.
     pub fn start_from(config_file: Option<&str>, args: &[&str]) -> Server {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let cwd = std::env::temp_dir().join(format!("kvtest-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cwd);
+        std::fs::create_dir_all(&cwd).expect("a working directory for the server");
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+            .current_dir(&cwd)
             .args(config_file)
             .args(["--port", "0"])
             .args(args)
@@ -49,7 +58,12 @@ impl Server {
                 keep.lock().unwrap().push(line);
             }
         });
-        Server { child, port, log }
+        Server {
+            child,
+            port,
+            log,
+            cwd,
+        }
     }
 
     /// A `redis` crate connection.
@@ -109,6 +123,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.cwd);
     }
 }
 

@@ -1,0 +1,221 @@
+//! Writing an RDB file from a point-in-time snapshot of every shard, without fork.
+//!
+//! The cut: with a shared lock on every key of every shard (taken in ascending shard order, as
+//! every command spanning shards locks), no write is running anywhere and none spanning shards
+//! is half done; each shard then starts its snapshot (`kvcore::Db::snapshot_begin`, O(1)) and
+//! the locks go. From then on each shard walks its keys in steps of [`STEP_KEYS`] between its
+//! batches (a task that yields after each step), and a key about to change is written first
+//! with its old value, so the file is the state at the cut whatever the clients do meanwhile.
+//!
+//! The shards' records go as chunks to one writer thread, which appends them to a temporary
+//! file after the header, keeps the running CRC-64, and when every shard has finished writes
+//! the trailer, syncs, renames over `dir`/`dbfilename` and syncs the directory. A write error
+//! stops the snapshot on every shard and leaves the old file in place. Chunks in flight are
+//! bounded ([`MAX_IN_FLIGHT`]): a slow disk slows the walk, not the clients.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use kvcore::rdb;
+
+use crate::admin::everywhere;
+use crate::shard::locks::EVERY_KEY;
+use crate::shard::Shard;
+
+/// Keys a shard walks per step between its batches.
+const STEP_KEYS: usize = 512;
+/// Bytes sent to the writer and not yet written past which the shards pause their walks.
+const MAX_IN_FLIGHT: usize = 64 << 20;
+
+enum Piece {
+    /// The file's start: magic, version and aux fields.
+    Header(Vec<u8>),
+    /// Records of one shard.
+    Chunk(Vec<u8>),
+    /// One shard has written all its records.
+    Done,
+}
+
+/// What the shards and the writer share.
+#[derive(Default)]
+struct Flow {
+    in_flight: AtomicUsize,
+    /// The writer gave up (a write failed): the shards stop.
+    failed: AtomicBool,
+}
+
+/// What a finished snapshot reports.
+pub struct Written {
+    /// Per shard, its change counter at the cut (what the file holds).
+    pub dirty_at_cut: Vec<u64>,
+    /// Bytes in the file.
+    pub bytes: u64,
+}
+
+/// How the snapshot's moment is made safe.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Take shared locks on every key of every shard for the cut.
+    Lock,
+    /// The caller holds exclusive locks on every key of every shard already.
+    Held,
+}
+
+/// Writes a snapshot of every shard to `path`; `on_cut` runs once the snapshot's moment is
+/// taken (BGSAVE answers then). Returns when the file is in place, or why not.
+pub async fn write(
+    shard: &Shard,
+    path: PathBuf,
+    aux: Vec<(&'static str, Vec<u8>)>,
+    cut: Cut,
+    on_cut: impl FnOnce(),
+) -> Result<Written, String> {
+    let n = shard.n;
+    let (tx, rx) = mpsc::channel::<Piece>();
+    let flow = Arc::new(Flow::default());
+    let (done_tx, done_rx) = oneshot::channel();
+    let writer_flow = flow.clone();
+    std::thread::Builder::new()
+        .name("rdb-writer".into())
+        .spawn(move || {
+            let r = write_file(&path, rx, n, &writer_flow);
+            writer_flow.failed.store(r.is_err(), Ordering::Relaxed);
+            let _ = done_tx.send(r);
+        })
+        .map_err(|e| format!("can't start the writer thread: {e}"))?;
+    if cut == Cut::Lock {
+        for s in 0..n {
+            shard.lock(s, vec![EVERY_KEY], false).await;
+        }
+    }
+    let (step_tx, step_flow) = (tx.clone(), flow.clone());
+    let begun = everywhere(shard, move |sh| {
+        let mut db = sh.db.borrow_mut();
+        let version = db.snapshot_begin();
+        let dirty = db.stats.dirty;
+        drop(db);
+        walk(sh, step_tx.clone(), step_flow.clone());
+        (version, dirty)
+    })
+    .await;
+    if cut == Cut::Lock {
+        for s in 0..n {
+            shard.unlock(s, vec![EVERY_KEY], false).await;
+        }
+    }
+    on_cut();
+    let version = begun.iter().map(|b| b.0).max().unwrap_or(rdb::VERSION_BASE);
+    let _ = tx.send(Piece::Header(rdb::file_header(version, &aux)));
+    drop(tx);
+    let bytes = done_rx
+        .await
+        .unwrap_or_else(|_| Err("the writer thread stopped".into()))?;
+    Ok(Written {
+        dirty_at_cut: begun.into_iter().map(|b| b.1).collect(),
+        bytes,
+    })
+}
+
+/// Starts the task that walks this shard's snapshot in steps and sends its records.
+fn walk(sh: &Shard, tx: mpsc::Sender<Piece>, flow: Arc<Flow>) {
+    let Some(me) = sh.rc() else {
+        return;
+    };
+    tokio::task::spawn_local(async move {
+        loop {
+            if flow.failed.load(Ordering::Relaxed) {
+                me.db.borrow_mut().snapshot_end();
+                return;
+            }
+            if flow.in_flight.load(Ordering::Relaxed) > MAX_IN_FLIGHT {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+            let mut chunk = Vec::new();
+            let done = me.db.borrow_mut().snapshot_step(STEP_KEYS, &mut chunk);
+            if !chunk.is_empty() {
+                flow.in_flight.fetch_add(chunk.len(), Ordering::Relaxed);
+                if tx.send(Piece::Chunk(chunk)).is_err() {
+                    me.db.borrow_mut().snapshot_end();
+                    return;
+                }
+            }
+            if done {
+                let _ = tx.send(Piece::Done);
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+}
+
+/// The writer thread: the pieces into a temporary file, then the file into place. Returns the
+/// file's size.
+fn write_file(
+    path: &Path,
+    rx: mpsc::Receiver<Piece>,
+    shards: usize,
+    flow: &Flow,
+) -> Result<u64, String> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let tmp = dir.join(format!("temp-{}-bg.rdb", std::process::id()));
+    let written = (|| -> std::io::Result<Result<u64, String>> {
+        let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
+        let mut digest = rdb::file_digest();
+        let mut early: Vec<Vec<u8>> = Vec::new();
+        let (mut started, mut done, mut bytes) = (false, 0, 0u64);
+        let mut put = |f: &mut std::io::BufWriter<_>, b: &[u8]| -> std::io::Result<()> {
+            digest.update(b);
+            bytes += b.len() as u64;
+            f.write_all(b)
+        };
+        for piece in rx {
+            match piece {
+                Piece::Header(h) => {
+                    put(&mut f, &h)?;
+                    started = true;
+                    for c in early.drain(..) {
+                        put(&mut f, &c)?;
+                    }
+                }
+                Piece::Chunk(c) => {
+                    let len = c.len();
+                    if started {
+                        put(&mut f, &c)?;
+                    } else {
+                        early.push(c);
+                    }
+                    flow.in_flight.fetch_sub(len, Ordering::Relaxed);
+                }
+                Piece::Done => done += 1,
+            }
+        }
+        if !started || done < shards {
+            return Ok(Err("the snapshot stopped before its end".into()));
+        }
+        let end = rdb::file_end(digest);
+        f.write_all(&end)?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(&dir)?.sync_all()?;
+        Ok(Ok(bytes + end.len() as u64))
+    })();
+    let r = match written {
+        Ok(r) => r,
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    };
+    if r.is_err() {
+        flow.failed.store(true, Ordering::Relaxed);
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
