@@ -181,7 +181,8 @@ def round_of(kind):
 def main():
     results = {"ours": [], "redis": []}
     for r in range(ROUNDS):
-        for kind in ("ours", "redis") if r % 2 == 0 else ("redis", "ours"):
+        kinds = ("ours", "redis") if r % 2 == 0 else ("redis", "ours")
+        for kind in [k for k in kinds if k in os.environ.get("ONLY", "ours redis").split()]:
             x = round_of(kind)
             results[kind].append(x)
             print(f"round {r} {kind:5}: p99.9 {x['base']:.3f} -> {x['during']:.3f} ms "
@@ -189,7 +190,7 @@ def main():
                   f"{x['growth'] / 1e6:.1f} MB ({x['pct']:.1f}%), {x['saves']} saves, "
                   f"{x['secs']:.2f} s each", flush=True)
     print(f"medians over {ROUNDS} rounds, N={N}, T={T}s per test:")
-    for kind, xs in results.items():
+    for kind, xs in ((k, xs) for k, xs in results.items() if xs):
         m = lambda k: statistics.median(x[k] for x in xs)
         print(f"  {kind:5}: p99.9 without {m('base'):.3f} ms, during saves {m('during'):.3f} ms "
               f"(x{m('ratio'):.2f}); RSS {m('rss') / 1e6:.0f} MB, growth {m('growth') / 1e6:.1f} MB "
