@@ -241,6 +241,8 @@ pub struct Db {
     pub telemetry: crate::telemetry::Telemetry,
     /// The host's `ip:port` and name of a client by id, for slow log entries.
     pub client_label: Option<ClientLabel>,
+    /// The change log (see [`crate::changes`]), while a host wants it.
+    pub(crate) changes: Option<Box<crate::changes::ChangeLog>>,
     /// The server's last RDB save failed: with save points and `stop-writes-on-bgsave-error`,
     /// writes (and PING) answer MISCONF until a save succeeds.
     pub rdb_failed: bool,
@@ -294,6 +296,7 @@ impl Db {
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,
             rdb_failed: false,
+            changes: None,
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -443,6 +446,7 @@ impl Db {
             self.set_no_touch(no_touch);
         }
         let start = (!session.internal).then(quanta::Instant::now);
+        let dbi = session.db;
         let mut ctx = Ctx {
             db: self,
             session,
@@ -451,6 +455,11 @@ impl Db {
         (spec.handler)(&mut ctx, args);
         if spec.has(flags::WRITE) && out.get(mark) != Some(&b'-') {
             self.stats.dirty += 1;
+            if self.changes.is_some() && !spec.has(flags::BLOCKING) {
+                // Keys this command found expired are deleted first.
+                self.pull_keyspace_logs();
+                self.log_command(dbi, spec, args, &out[mark..]);
+            }
         }
         if let Some(start) = start {
             let nanos = start.elapsed().as_nanos() as u64;

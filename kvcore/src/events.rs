@@ -188,6 +188,7 @@ impl Db {
         let log = std::mem::take(&mut self.dbs[dbi].log);
         for (kind, key) in &log {
             if *kind == LOG_EXPIRED {
+                self.log_deleted(dbi, key);
                 self.notify(class::EXPIRED, "expired", dbi, key);
                 // The key is gone at this point (it may be back by now: the touch must see
                 // it as it was right after the deletion).
@@ -216,7 +217,7 @@ impl Db {
                 mask |= LOG_NEW;
             }
         }
-        if self.watch.any() {
+        if self.watch.any() || self.changes.is_some() {
             mask |= LOG_EXPIRED;
         }
         if mask != self.log_mask {

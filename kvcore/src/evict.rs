@@ -445,6 +445,7 @@ impl Db {
     fn evict_key(&mut self, db: usize, key: &[u8]) {
         let bytes = self.dbs[db].peek_stored(key).map_or(0, KeyNode::mem_bytes);
         self.dbs[db].delete_stored(key);
+        self.log_deleted(db, key);
         if let Some(b) = &self.budget {
             b.freed(bytes);
         }

@@ -28,6 +28,7 @@
 pub mod dict;
 pub mod resp;
 
+pub mod changes;
 pub mod clock;
 pub mod commands;
 pub mod config;

@@ -157,6 +157,15 @@ impl Db {
 
     /// Runs `op` on `key` (after [`Db::blocking_ready`] said it can, in the same step).
     pub fn blocking_run(&mut self, dbi: usize, key: &[u8], op: &Op) -> OpResult<Served> {
+        let served = self.blocking_op(dbi, key, op)?;
+        if self.logs_changes() {
+            self.pull_keyspace_logs();
+            self.log_served(dbi, key, op, &served);
+        }
+        Ok(served)
+    }
+
+    fn blocking_op(&mut self, dbi: usize, key: &[u8], op: &Op) -> OpResult<Served> {
         match *op {
             Op::ZPop { max, count, .. } => self.zpop(dbi, key, max, count).map(Served::Z),
             Op::Pop { left, count, .. } => self.list_pop(dbi, key, left, count).map(Served::List),
