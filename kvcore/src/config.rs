@@ -109,7 +109,24 @@ pub static PARAMS: &[Param] = &[
     p!("rdbchecksum", Kind::Bool, "yes"),
     p!("dir", Kind::Text, "."),
     p!("dbfilename", Kind::Text, "dump.rdb"),
-    p!("appendonly", Kind::Bool, "no"),
+    p!("appendonly", [], Kind::Bool, "no", false),
+    p!(
+        "appendfsync",
+        [],
+        Kind::Enum(&["always", "everysec", "no"]),
+        "everysec",
+        false
+    ),
+    p!("appenddirname", [], Kind::Text, "appendonlydir", false),
+    p!("appendfilename", [], Kind::Text, "appendonly.aof", false),
+    p!("aof-use-rdb-preamble", Kind::Bool, "yes"),
+    p!("aof-load-truncated", Kind::Bool, "yes"),
+    p!(
+        "auto-aof-rewrite-percentage",
+        Kind::Int(0, i32::MAX as i64),
+        "100"
+    ),
+    p!("auto-aof-rewrite-min-size", Kind::Memory, "67108864"),
     p!("notify-keyspace-events", Kind::Events, ""),
     p!(
         "slowlog-log-slower-than",

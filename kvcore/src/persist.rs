@@ -137,6 +137,40 @@ impl Db {
         }
     }
 
+    /// Moves every key out of this store, handing each that is live at the store's clock to
+    /// `each` (a loader's store distributing what it loaded); returns the keys handed out and
+    /// those left out as expired.
+    pub fn drain_keys(&mut self, mut each: impl FnMut(LoadedKey)) -> (u64, u64) {
+        let now = self.now;
+        let (mut loaded, mut expired) = (0, 0);
+        for (i, ks) in self.dbs.iter_mut().enumerate() {
+            let keys: Vec<Box<[u8]>> = ks.iter().map(|n| n.key().into()).collect();
+            for key in keys {
+                // Taken at time 0: whatever its deadline, nothing counts as expired here.
+                let Some((value, ttl)) = ks.take(&key, 0) else {
+                    continue;
+                };
+                let deadline_ms = match ttl {
+                    Ttl::At(t) => Some(t),
+                    _ => None,
+                };
+                if deadline_ms.is_some_and(|d| d < now) {
+                    expired += 1;
+                    continue;
+                }
+                loaded += 1;
+                each(LoadedKey {
+                    db: i,
+                    key: key.into_vec(),
+                    value,
+                    deadline_ms,
+                });
+            }
+            self.hash_ttl_keys[i].clear();
+        }
+        (loaded, expired)
+    }
+
     /// Stores a key read from a file (replacing any key of that name).
     pub fn load_key(&mut self, k: LoadedKey) {
         let now = self.now;

@@ -63,6 +63,39 @@ where
     .await
 }
 
+tokio::task_local! {
+    /// Set while a transaction that holds every lock it needs runs its commands here.
+    pub static LOCKS_HELD: bool;
+}
+
+fn locks_held() -> bool {
+    LOCKS_HELD.try_with(|h| *h).unwrap_or(false)
+}
+
+/// Locks every key of every shard, in ascending order (unless a transaction holds them).
+async fn lock_everything(shard: &Shard) {
+    if locks_held() {
+        return;
+    }
+    for s in 0..shard.n {
+        shard
+            .lock(s, vec![crate::shard::locks::EVERY_KEY], true)
+            .await;
+    }
+}
+
+/// Releases what [`lock_everything`] took.
+async fn unlock_everything(shard: &Shard) {
+    if locks_held() {
+        return;
+    }
+    for s in 0..shard.n {
+        shard
+            .unlock(s, vec![crate::shard::locks::EVERY_KEY], true)
+            .await;
+    }
+}
+
 /// Runs a command of a client on this shard's store without counting it: the connection
 /// counts the special commands it hands here.
 fn dispatch_uncounted(shard: &Shard, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
@@ -221,21 +254,33 @@ pub async fn run(
             w.bulk(k);
         }
     } else if is(name, "FLUSHDB") || is(name, "FLUSHALL") {
+        // Every key of every shard locked meanwhile: the flush is one moment, and logged once
+        // (by this shard's store) after what came before it everywhere.
+        lock_everything(shard).await;
         // Let one shard validate the arguments; apply everywhere only when they are good.
         let mut local = Vec::new();
         dispatch_uncounted(shard, session, args, &mut local);
+        shard.flush_changes();
         if local.starts_with(b"+") {
             let all = is(name, "FLUSHALL");
+            let me_id = shard.id;
             everywhere(shard, move |sh| {
-                sh.db.borrow_mut().flush((!all).then_some(db));
+                if sh.id != me_id {
+                    sh.db.borrow_mut().flush((!all).then_some(db));
+                }
             })
             .await;
+            shard.note_remote_writes();
         }
+        unlock_everything(shard).await;
         w.out.extend_from_slice(&local);
     } else if is(name, "SWAPDB") {
         // Every shard swaps its part (each checks the arguments the same way), then serves the
         // clients blocked on its keys: what they wait for may be in the other database now.
+        // Every key locked meanwhile; logged once, by this shard.
+        lock_everything(shard).await;
         let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let me_id = shard.id;
         let replies = everywhere(shard, move |sh| {
             let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
             let mut s = Session {
@@ -244,11 +289,17 @@ pub async fn run(
                 ..Session::default()
             };
             let mut out = Vec::new();
+            sh.flush_changes();
             sh.db.borrow_mut().dispatch(&mut s, &refs, &mut out);
+            if sh.id != me_id {
+                let _ = sh.db.borrow_mut().take_changes();
+            }
             sh.serve_all();
             out
         })
         .await;
+        shard.note_remote_writes();
+        unlock_everything(shard).await;
         w.out.extend_from_slice(&replies[0]);
     } else if is(name, "RANDOMKEY") {
         let start = shard.db.borrow_mut().random() as usize % shard.n;

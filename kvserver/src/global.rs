@@ -184,6 +184,8 @@ pub struct Global {
     pub rates: Mutex<Rates>,
     /// RDB saving (see [`crate::persist`]).
     pub rdb: crate::persist::RdbState,
+    /// The append-only file (see [`crate::persist::aof`]).
+    pub aof: crate::persist::aof::AofState,
     /// Keys loaded from the file at start, and keys skipped there as expired.
     pub loaded_keys: AtomicU64,
     /// See `loaded_keys`.
@@ -283,6 +285,7 @@ impl Global {
             run_id: new_run_id(),
             rates: Mutex::new(Rates::default()),
             rdb: crate::persist::RdbState::default(),
+            aof: crate::persist::aof::AofState::default(),
             loaded_keys: AtomicU64::new(0),
             loaded_expired: AtomicU64::new(0),
         }

@@ -97,8 +97,22 @@ fn run(opts: Options) -> Result<(), String> {
             "--threads {n} is more than the 255 shards a SCAN cursor can name"
         ));
     }
-    let (loaded, stats) = persist::load(&opts, n)?;
+    let aof_on = opts.store.get("appendonly") == Some("yes");
+    let aof_loaded = if aof_on {
+        persist::aof::load(&opts, n)?
+    } else {
+        None
+    };
+    // With the AOF on, it is what is loaded (an RDB file is not, as in Redis).
+    let (loaded, stats) = match aof_loaded {
+        Some(l) => l,
+        None if aof_on => ((0..n).map(|_| Vec::new()).collect(), Default::default()),
+        None => persist::load(&opts, n)?,
+    };
     let global = Arc::new(Global::new(opts));
+    if aof_on {
+        persist::aof::start(&global)?;
+    }
     global.loaded_keys.store(stats.loaded, Ordering::Relaxed);
     global
         .loaded_expired
@@ -189,6 +203,7 @@ fn run(opts: Options) -> Result<(), String> {
         let _ = t.join();
     }
     let _ = ticker.join();
+    persist::aof::stop(&global);
     log!(3, "kvserver is now ready to exit, bye bye...");
     Ok(())
 }
@@ -278,7 +293,12 @@ async fn shard_main(
         })
     }));
     db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
+    let aof = global::lock(&global.aof.link).clone();
+    if aof.is_some() {
+        db.set_change_log(true);
+    }
     let shard = Shard::new(i, n, db, global.clone(), inboxes);
+    *shard.aof.borrow_mut() = aof;
     shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);
     if let Some(l) = metrics {

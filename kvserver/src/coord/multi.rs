@@ -53,6 +53,18 @@ async fn unlock_all(shard: &Shard, held: bool, db: usize, p: &Plan, exclusive: b
     }
 }
 
+/// Logs a command spanning shards whole, once, in this shard's change log, and hands it to
+/// the AOF writer: called with its keys still locked, so that no later write to them can
+/// reach the file first. (Commands a shard ran through its store are logged there.)
+fn log_whole(shard: &Shard, db: usize, args: &[&[u8]]) {
+    if shard.aof.borrow().is_none() {
+        return;
+    }
+    shard.db.borrow_mut().log_change(db, args);
+    shard.flush_changes();
+    shard.note_remote_writes();
+}
+
 /// Runs `f(keys)` on every shard of the plan in parallel; results in plan order.
 async fn on_each<R, F>(shard: &Shard, p: &Plan, f: F) -> Vec<R>
 where
@@ -168,6 +180,7 @@ pub async fn run_locked(
                     })
                 }))
                 .await;
+                log_whole(shard, db, args);
             }
             unlock_all(shard, held, db, &p, true).await;
             if nx {
@@ -193,6 +206,9 @@ pub async fn run_locked(
                 }
             })
             .await;
+            if write && counts.iter().any(|&c| c > 0) {
+                log_whole(shard, db, args);
+            }
             unlock_all(shard, held, db, &p, write).await;
             w.int(counts.iter().sum::<usize>() as i64);
         }
@@ -361,6 +377,9 @@ async fn move_key(
         Ok(i64::from(done))
     }
     .await;
+    if matches!(reply, Ok(v) if v > 0) {
+        log_whole(shard, src_db, args);
+    }
     for (s, d, k) in order {
         if !held {
             shard.unlock(s, vec![(d, k.clone())], true).await;
@@ -548,6 +567,9 @@ pub async fn list_move_across(
                 let mut d = sh.db.borrow_mut();
                 d.refresh_clock();
                 let r = d.list_move(db, &src, &dst, from_left, to_left);
+                if matches!(r, Ok(Some(_))) {
+                    d.log_change(db, &lmove_args(&src, &dst, from_left, to_left));
+                }
                 drop(d);
                 sh.serve(&dst);
                 r
@@ -603,8 +625,17 @@ pub async fn list_move_across(
         Ok(Some(v))
     }
     .await;
+    if matches!(moved, Ok(Some(_))) {
+        log_whole(shard, db, &lmove_args(&src, &dst, from_left, to_left));
+    }
     unlock_two(shard, held, order).await;
     moved
+}
+
+/// The LMOVE that logs a move.
+fn lmove_args<'a>(src: &'a [u8], dst: &'a [u8], from_left: bool, to_left: bool) -> [&'a [u8]; 5] {
+    let side = |left: bool| if left { &b"LEFT"[..] } else { &b"RIGHT"[..] };
+    [b"LMOVE", src, dst, side(from_left), side(to_left)]
 }
 
 /// SMOVE between two shards, atomic as seen by other clients: both keys locked, the source
@@ -658,6 +689,9 @@ async fn set_move_across(
         Ok(true)
     }
     .await;
+    if matches!(moved, Ok(true)) {
+        log_whole(shard, db, &[b"SMOVE", &src, &dst, &m]);
+    }
     unlock_two(shard, held, order).await;
     moved
 }

@@ -1317,7 +1317,9 @@ impl<'a> Conn<'a> {
                 blocking::wake_after_multi(shard, spec, args).await;
             }
             Route::Special => {
-                let _ = admin::run(shard, self.session, self.entry, args, out).await;
+                let _ = admin::LOCKS_HELD
+                    .scope(true, admin::run(shard, self.session, self.entry, args, out))
+                    .await;
             }
             Route::Blocking => {
                 let reply = blocking::run_held(shard, self.session, args).await;
@@ -1379,6 +1381,7 @@ impl<'a> Conn<'a> {
     }
 
     async fn write_out(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        self.shard.persist_barrier().await;
         let global = &self.shard.global;
         let limit = if self.subs.is_some() {
             global.opts.pubsub_limit

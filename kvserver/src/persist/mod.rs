@@ -8,6 +8,7 @@
 //! its batches. SAVE answers when the file is in place; BGSAVE as soon as the snapshot's moment
 //! is taken. Neither stops the other clients.
 
+pub mod aof;
 mod snapshot;
 
 use std::path::{Path, PathBuf};
@@ -477,7 +478,9 @@ pub fn info_section(shard: &Shard, dirty: u64) -> String {
         "rdb_last_load_keys_loaded",
         &g.loaded_keys.load(Ordering::Relaxed),
     );
-    line("aof_enabled", &0);
+    let aof_on = crate::global::lock(&g.aof.link).is_some();
+    let (written, write_failed) = aof::writer_report();
+    line("aof_enabled", &u8::from(aof_on));
     line("aof_rewrite_in_progress", &0);
     line("aof_rewrite_scheduled", &0);
     line("aof_last_rewrite_time_sec", &-1);
@@ -485,9 +488,21 @@ pub fn info_section(shard: &Shard, dirty: u64) -> String {
     line("aof_last_bgrewrite_status", &"ok");
     line("aof_rewrites", &0);
     line("aof_rewrites_consecutive_failures", &0);
-    line("aof_last_write_status", &"ok");
+    line(
+        "aof_last_write_status",
+        &if write_failed { "err" } else { "ok" },
+    );
     line("aof_last_cow_size", &0);
     line("module_fork_in_progress", &0);
     line("module_fork_last_cow_size", &0);
+    if aof_on {
+        let start = g.aof.current_size.load(Ordering::Relaxed);
+        line("aof_current_size", &(start + written));
+        line("aof_base_size", &g.aof.base_size.load(Ordering::Relaxed));
+        line("aof_pending_rewrite", &0);
+        line("aof_buffer_length", &0);
+        line("aof_pending_bio_fsync", &0);
+        line("aof_delayed_fsync", &0);
+    }
     s
 }

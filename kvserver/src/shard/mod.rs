@@ -160,6 +160,16 @@ pub struct Shard {
     pub net: NetCounters,
     /// Ticks received (see [`Msg::Tick`]).
     pub ticks: Cell<u64>,
+    /// The AOF writer, while the AOF is on (see [`crate::persist::aof`]).
+    pub aof: RefCell<Option<crate::persist::aof::Link>>,
+    /// Change chunks sent to the AOF writer (plus writes coordinated on other shards).
+    pub aof_sent: Cell<u64>,
+    /// `aof_sent` as of the last sync request sent.
+    pub aof_asked: Cell<u64>,
+    /// `aof_sent` as of the last sync done.
+    pub aof_synced: Cell<u64>,
+    /// Woken when `aof_synced` moves.
+    pub aof_synced_notify: Notify,
     /// This shard itself, for tasks it starts from a `&Shard`.
     me: std::rc::Weak<Shard>,
 }
@@ -192,6 +202,11 @@ impl Shard {
             events_hook: Cell::new(None),
             net: NetCounters::default(),
             ticks: Cell::new(0),
+            aof: RefCell::new(None),
+            aof_sent: Cell::new(0),
+            aof_asked: Cell::new(0),
+            aof_synced: Cell::new(0),
+            aof_synced_notify: Notify::new(),
             me: me.clone(),
         })
     }
@@ -230,6 +245,7 @@ impl Shard {
         if to == self.id {
             let r = f(self);
             self.after_writes();
+            self.flush_changes();
             return r;
         }
         let from = self.id;
@@ -273,6 +289,8 @@ impl Shard {
             if let Some(rx) = wait {
                 let _ = rx.await;
             }
+            // What ran here before the grant reaches the AOF before what the holder does.
+            self.flush_changes();
             return;
         }
         let from = self.id;
@@ -428,6 +446,8 @@ impl Shard {
             self.run_local(&mut session, &args, &mut reply.out).await;
             reply.ends.push(reply.out.len() as u32);
         }
+        // The batch's changes go to the AOF (and, under `always`, to disk) before its replies.
+        self.persist_barrier().await;
         reply
     }
 
@@ -441,10 +461,12 @@ impl Shard {
             Msg::Post(job) => {
                 job(self);
                 self.after_writes();
+                self.flush_changes();
             }
             Msg::Call { from, id, job } => {
                 let payload = job(self);
                 self.after_writes();
+                self.flush_changes();
                 let _ = self.inboxes[from].send(Msg::Done { id, payload });
             }
             Msg::Lock {
@@ -459,6 +481,9 @@ impl Shard {
                     if let Some(rx) = wait {
                         let _ = rx.await;
                     }
+                    // What ran here before the grant reaches the AOF before what the holder
+                    // does.
+                    me.flush_changes();
                     me.reply(from, id, Box::new(())).await;
                 });
             }
@@ -472,6 +497,7 @@ impl Shard {
                 crate::global::lock(&self.global.rates).publish(self.id, totals);
                 self.db.borrow_mut().cron(Duration::from_millis(5));
                 self.after_writes();
+                self.flush_changes();
                 self.ticks.set(self.ticks.get() + 1);
                 if self.id == 0 && self.ticks.get() % 10 == 0 {
                     crate::persist::cron(self);

@@ -146,6 +146,10 @@ impl Shard {
                     // Ready (just looked, same step); the op may still fail (a BLMOVE whose
                     // destination holds another type), and the client gets that error.
                     let served = db.blocking_run(w.db, key, &w.op);
+                    // The pop is on its way to the AOF before the client hears of it.
+                    if let Some(c) = db.take_changes() {
+                        self.send_changes(c);
+                    }
                     if let (Op::Move { dest, .. }, Ok(_)) = (&w.op, &served) {
                         if dest.as_slice() != key {
                             pushed.push(dest.clone());

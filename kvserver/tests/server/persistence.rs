@@ -10,16 +10,16 @@ use std::process::{Command, Stdio};
 use crate::support::Server;
 
 /// A fresh directory under the system's temp dir, removed on drop.
-struct TempDir(PathBuf);
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn new(name: &str) -> TempDir {
+    pub(crate) fn new(name: &str) -> TempDir {
         let p = std::env::temp_dir().join(format!("kv-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
         TempDir(p)
     }
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.0.to_str().unwrap()
     }
 }
@@ -30,7 +30,7 @@ impl Drop for TempDir {
     }
 }
 
-fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
+pub(crate) fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
     let mut cmd = redis::cmd(args[0]);
     for a in &args[1..] {
         cmd.arg(*a);
@@ -41,7 +41,7 @@ fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> T {
 /// Every type and encoding: strings (int, short, long and compressible), lists small and
 /// big, sets of integers, short strings and many, hashes small and big, sorted sets small and
 /// big, a HyperLogLog, deadlines, and a second database.
-fn fill(c: &mut redis::Connection) {
+pub(crate) fn fill(c: &mut redis::Connection) {
     let _: () = q(c, &["SET", "int", "12345"]);
     let _: () = q(c, &["SET", "short", "hello"]);
     let long = "abc".repeat(100);
@@ -81,7 +81,7 @@ fn fill(c: &mut redis::Connection) {
 
 /// Each key of databases 0 and 2 with its type, contents (sets and hashes sorted) and
 /// whether it has a deadline.
-fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), String> {
+pub(crate) fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), String> {
     let mut all = BTreeMap::new();
     for db in [0i64, 2] {
         let _: () = q(c, &["SELECT", &db.to_string()]);
@@ -122,7 +122,7 @@ fn redis_server(dir: &str, file: &str) -> (std::process::Child, redis::Connectio
 
 /// Debian's redis-server on a free port with `dir`/`file` and `extra` arguments, ready: the
 /// process, a client and the port.
-fn redis_server_with(
+pub(crate) fn redis_server_with(
     dir: &str,
     file: &str,
     extra: &[&str],

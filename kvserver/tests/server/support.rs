@@ -10,7 +10,7 @@ pub struct Server {
     child: Child,
     /// The port it listens on.
     pub port: u16,
-    /// What it wrote to stderr after its ready line (panics included).
+    /// What it wrote to stderr (panics included), but its ready line.
     log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     /// Its working directory, private to it (where its RDB file goes unless `--dir` says
     /// otherwise), removed on drop.
@@ -41,6 +41,7 @@ impl Server {
             .expect("kvserver starts");
         let stderr = child.stderr.take().expect("stderr is piped");
         let mut lines = BufReader::new(stderr).lines();
+        let mut before = Vec::new();
         let port = loop {
             let line = lines
                 .next()
@@ -49,9 +50,10 @@ impl Server {
             if let Some(rest) = line.split("Ready to accept connections tcp on ").nth(1) {
                 break rest.rsplit(':').next().unwrap().trim().parse().unwrap();
             }
+            before.push(line);
         };
         // Keep draining stderr so the server never blocks on a full pipe; keep the lines.
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(before));
         let keep = log.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
@@ -79,6 +81,11 @@ impl Server {
         let s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the process is still running.

@@ -1,0 +1,615 @@
+//! The append-only file, in Redis 7's multi-part layout: `dir`/`appenddirname` holds a
+//! manifest (`appendfilename`.manifest) naming one base file (an RDB, as with
+//! `aof-use-rdb-preamble yes`) and the increment files, RESP commands appended in order.
+//!
+//! Every shard logs its changes (`kvcore::changes`) and hands them to one writer thread
+//! before it writes any reply ([`Shard::persist_barrier`]), so a reply never leaves before the
+//! change it acknowledges is on its way to the file, and the file's order agrees with what
+//! clients saw. A command spanning shards is logged once, whole, by the shard that
+//! coordinated it, before it releases its keys. The writer appends what it receives and syncs
+//! as `appendfsync` says: `always` syncs before a shard may answer (one sync serves every
+//! shard and connection waiting: group commit), `everysec` once a second, `no` never.
+//!
+//! Loading: the base file, then each increment file replayed in one store with the clock
+//! stopped (nothing expires halfway, as Redis does not expire keys while loading), then the
+//! keys go to their shards. A torn last command of the last file is cut off with a warning
+//! when `aof-load-truncated` is yes; anything else wrong stops the start with one line.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_channel::oneshot;
+use kvcore::rdb::{self, LoadedKey};
+use kvcore::resp::reply::{parse_reply, Value as Reply};
+
+use crate::coord::route;
+use crate::options::Options;
+use crate::shard::Shard;
+
+/// When the writer syncs the file.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Fsync {
+    /// Before any shard answers a write.
+    Always,
+    /// Once a second.
+    EverySec,
+    /// When the system decides.
+    No,
+}
+
+impl Fsync {
+    fn parse(s: &str) -> Fsync {
+        match s {
+            "always" => Fsync::Always,
+            "no" => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+}
+
+/// A message to the writer thread.
+pub enum Msg {
+    /// Changes to append.
+    Chunk(Vec<u8>),
+    /// Answer once everything received before this is synced.
+    Sync(oneshot::Sender<()>),
+    /// Write and sync everything, answer, and end.
+    Stop(mpsc::Sender<()>),
+}
+
+/// A shard's way to the writer.
+#[derive(Clone)]
+pub struct Link {
+    tx: mpsc::Sender<Msg>,
+    /// The sync policy.
+    pub fsync: Fsync,
+}
+
+/// The append-only file's state (INFO persistence).
+#[derive(Default)]
+pub struct AofState {
+    /// The writer, while the AOF is on.
+    pub link: Mutex<Option<Link>>,
+    /// Bytes of the base and increment files at start (the writer counts what it adds).
+    pub current_size: AtomicU64,
+    /// Bytes of the base file.
+    pub base_size: AtomicU64,
+}
+
+/// Keys loaded, by shard, and the load's counts.
+pub type Loaded = (Vec<Vec<LoadedKey>>, rdb::LoadStats);
+
+/// The files of one AOF directory, as its manifest names them.
+struct Manifest {
+    base: Option<String>,
+    /// (name, seq) of the increment files, in order.
+    incr: Vec<(String, u64)>,
+    /// Lines of history files, kept as they are.
+    history: Vec<String>,
+}
+
+fn dir_of(config: &kvcore::config::Config) -> PathBuf {
+    Path::new(config.get("dir").unwrap_or("."))
+        .join(config.get("appenddirname").unwrap_or("appendonlydir"))
+}
+
+fn file_name(config: &kvcore::config::Config) -> String {
+    config
+        .get("appendfilename")
+        .unwrap_or("appendonly.aof")
+        .to_string()
+}
+
+impl Manifest {
+    fn read(path: &Path) -> Result<Option<Manifest>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("can't read {}: {e}", path.display())),
+        };
+        let mut m = Manifest {
+            base: None,
+            incr: Vec::new(),
+            history: Vec::new(),
+        };
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words: Vec<&str> = line.split_ascii_whitespace().collect();
+            let bad = || format!("{}: invalid line {}: '{line}'", path.display(), n + 1);
+            let mut name = None;
+            let (mut seq, mut ty) = (None, None);
+            for kv in words.chunks(2) {
+                match kv {
+                    ["file", v] => name = Some(v.trim_matches('"').to_string()),
+                    ["seq", v] => seq = v.parse::<u64>().ok(),
+                    ["type", v] => ty = v.chars().next(),
+                    _ => {}
+                }
+            }
+            let (Some(name), Some(seq), Some(ty)) = (name, seq, ty) else {
+                return Err(bad());
+            };
+            if name.contains('/') {
+                return Err(bad());
+            }
+            match ty {
+                'b' => m.base = Some(name),
+                'h' => m.history.push(line.to_string()),
+                'i' => {
+                    if m.incr.last().is_some_and(|l| l.1 >= seq) {
+                        return Err(format!(
+                            "{}: found a non-monotonic sequence number",
+                            path.display()
+                        ));
+                    }
+                    m.incr.push((name, seq));
+                }
+                _ => return Err(format!("{}: unknown AOF file type '{ty}'", path.display())),
+            }
+        }
+        Ok(Some(m))
+    }
+
+    fn text(&self, base_seq: u64) -> String {
+        let mut s = String::new();
+        if let Some(b) = &self.base {
+            s.push_str(&format!("file {b} seq {base_seq} type b\n"));
+        }
+        for h in &self.history {
+            s.push_str(h);
+            s.push('\n');
+        }
+        for (name, seq) in &self.incr {
+            s.push_str(&format!("file {name} seq {seq} type i\n"));
+        }
+        s
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, renamed over it,
+/// the directory synced.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!("temp-{}.manifest", std::process::id()));
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// Where the commands of a replay end.
+enum Replayed {
+    /// Every command was whole.
+    Whole,
+    /// The file ends inside a command (or an unfinished MULTI): the whole ones end here.
+    Torn(usize),
+}
+
+/// Replays RESP commands into `db`; an error for anything but a torn end.
+fn replay(db: &mut kvcore::Db, bytes: &[u8], name: &str) -> Result<Replayed, String> {
+    let mut session = kvcore::Session {
+        authenticated: true,
+        internal: true,
+        ..kvcore::Session::default()
+    };
+    let mut out = Vec::new();
+    let (mut at, mut before_multi) = (0usize, None::<usize>);
+    // A transaction's commands run at its EXEC, all of them, or none when the file ends first.
+    let mut queued: Vec<Vec<Vec<u8>>> = Vec::new();
+    while at < bytes.len() {
+        let (v, n) = match parse_reply(&bytes[at..]) {
+            Ok(Some(x)) => x,
+            Ok(None) => return Ok(Replayed::Torn(before_multi.unwrap_or(at))),
+            Err(_) => {
+                return Err(format!(
+                    "Bad file format reading the append only file {name} at offset {at}"
+                ))
+            }
+        };
+        let Reply::Array(items) = v else {
+            return Err(format!(
+                "Bad file format reading the append only file {name} at offset {at}"
+            ));
+        };
+        let mut args = Vec::with_capacity(items.len());
+        for i in items {
+            match i {
+                Reply::Bulk(b) => args.push(b),
+                _ => {
+                    return Err(format!(
+                        "Bad file format reading the append only file {name} at offset {at}"
+                    ))
+                }
+            }
+        }
+        let refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        let Some(spec) = refs.first().and_then(|c| kvcore::commands::lookup(c)) else {
+            return Err(format!(
+                "Unknown command '{}' reading the append only file {name}",
+                String::from_utf8_lossy(refs.first().copied().unwrap_or_default())
+            ));
+        };
+        at += n;
+        match spec.name {
+            "multi" => {
+                before_multi = Some(at - n);
+                queued.clear();
+            }
+            "exec" => {
+                before_multi = None;
+                for cmd in queued.drain(..) {
+                    let refs: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+                    out.clear();
+                    db.dispatch(&mut session, &refs, &mut out);
+                }
+            }
+            _ if before_multi.is_some() => queued.push(args),
+            _ => {
+                out.clear();
+                db.dispatch_spec(&mut session, Some(spec), &refs, &mut out);
+            }
+        }
+    }
+    Ok(match before_multi {
+        Some(m) => Replayed::Torn(m),
+        None => Replayed::Whole,
+    })
+}
+
+/// The keys of the AOF at `dir`/`appenddirname`, by shard, with the load's counts; `None`
+/// when there is no manifest yet (then [`start`] makes the files).
+pub fn load(opts: &Options, shards: usize) -> Result<Option<Loaded>, String> {
+    let config = &opts.store;
+    let dir = dir_of(config);
+    let manifest_path = dir.join(format!("{}.manifest", file_name(config)));
+    let Some(m) = Manifest::read(&manifest_path)? else {
+        return Ok(None);
+    };
+    let started = Instant::now();
+    let mut db = kvcore::Db::with_config(config.clone());
+    // The clock stopped before every deadline: nothing expires while loading.
+    db.set_clock(kvcore::Clock::Manual(1));
+    if let Some(base) = &m.base {
+        let path = dir.join(base);
+        let bytes =
+            std::fs::read(&path).map_err(|e| format!("can't read {}: {e}", path.display()))?;
+        if base.ends_with(".rdb") || bytes.starts_with(b"REDIS") {
+            let limits = db.rdb_limits();
+            let mut keys = Vec::new();
+            rdb::load_file(&bytes, limits, 0, config.databases, |k| keys.push(k))
+                .map_err(|e| format!("can't load {}: {e}", path.display()))?;
+            for k in keys {
+                db.load_key(k);
+            }
+        } else if let Replayed::Torn(_) = replay(&mut db, &bytes, base)? {
+            return Err(format!("the base file {base} is truncated"));
+        }
+    }
+    let last = m.incr.len();
+    for (i, (name, _)) in m.incr.iter().enumerate() {
+        let path = dir.join(name);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && i + 1 == last => Vec::new(),
+            Err(e) => return Err(format!("can't read {}: {e}", path.display())),
+        };
+        if let Replayed::Torn(valid) = replay(&mut db, &bytes, name)? {
+            let truncate_ok = config.get("aof-load-truncated") == Some("yes");
+            if i + 1 != last {
+                return Err(format!("the truncated file {name} is not the last file"));
+            }
+            if !truncate_ok {
+                return Err(format!(
+                    "Unexpected end of file reading the append only file {name} at offset {valid}: set aof-load-truncated yes, or cut the file with redis-check-aof --fix"
+                ));
+            }
+            crate::log!(
+                3,
+                "!!! Warning: short read while loading the AOF file {name}!!!"
+            );
+            crate::log!(3, "!!! Truncating the AOF {name} at offset {valid} !!!");
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(valid as u64).and_then(|()| f.sync_all()));
+            if let Err(e) = f {
+                return Err(format!("Error truncating the AOF file {name}: {e}"));
+            }
+            crate::log!(
+                3,
+                "AOF {name} loaded anyway because aof-load-truncated is enabled"
+            );
+        }
+    }
+    db.set_clock(kvcore::Clock::System);
+    db.refresh_clock();
+    let mut by_shard: Vec<Vec<LoadedKey>> = (0..shards).map(|_| Vec::new()).collect();
+    let (loaded, expired) = db.drain_keys(|k| by_shard[route::shard_of(&k.key, shards)].push(k));
+    crate::log!(
+        2,
+        "DB loaded from append only file: {:.3} seconds ({loaded} keys, {expired} expired)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Some((
+        by_shard,
+        rdb::LoadStats {
+            loaded,
+            expired,
+            ..Default::default()
+        },
+    )))
+}
+
+/// Starts the AOF: makes the directory, an empty base and the first increment file with their
+/// manifest when there is none, then the writer thread appending to the last increment file.
+pub fn start(global: &crate::global::Global) -> Result<(), String> {
+    let config = &global.opts.store;
+    let dir = dir_of(config);
+    let name = file_name(config);
+    let manifest_path = dir.join(format!("{name}.manifest"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("can't create {}: {e}", dir.display()))?;
+    let m = match Manifest::read(&manifest_path)? {
+        Some(m) if !m.incr.is_empty() => m,
+        old => {
+            let base_seq = 1;
+            let base = format!("{name}.{base_seq}.base.rdb");
+            let mut empty = rdb::file_header(rdb::VERSION_BASE, &[("aof-base", b"1".to_vec())]);
+            let mut d = rdb::file_digest();
+            d.update(&empty);
+            empty.extend_from_slice(&rdb::file_end(d));
+            let seq = old
+                .as_ref()
+                .and_then(|m| m.incr.last().map(|l| l.1))
+                .unwrap_or(0)
+                + 1;
+            let m = Manifest {
+                base: Some(
+                    old.as_ref()
+                        .and_then(|m| m.base.clone())
+                        .unwrap_or(base.clone()),
+                ),
+                incr: vec![(format!("{name}.{seq}.incr.aof"), seq)],
+                history: Vec::new(),
+            };
+            if old.is_none() {
+                write_atomically(&dir.join(&base), &empty)
+                    .map_err(|e| format!("can't write {}: {e}", base))?;
+            }
+            write_atomically(&manifest_path, m.text(base_seq).as_bytes())
+                .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
+            crate::log!(2, "Creating AOF base file {base} on server start");
+            m
+        }
+    };
+    let incr = dir.join(m.incr.last().map(|l| l.0.clone()).unwrap_or_default());
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&incr)
+        .map_err(|e| format!("can't open {}: {e}", incr.display()))?;
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let base_size = m.base.as_ref().map_or(0, |b| size(&dir.join(b)));
+    let incr_size: u64 = m.incr.iter().map(|(n, _)| size(&dir.join(n))).sum();
+    let state = &global.aof;
+    state.base_size.store(base_size, Ordering::Relaxed);
+    state
+        .current_size
+        .store(base_size + incr_size, Ordering::Relaxed);
+    let fsync = Fsync::parse(config.get("appendfsync").unwrap_or("everysec"));
+    let (tx, rx) = mpsc::channel();
+    let shared = Arc::new(Sizes::default());
+    let sizes = shared.clone();
+    std::thread::Builder::new()
+        .name("aof-writer".into())
+        .spawn(move || writer(file, rx, fsync, &sizes))
+        .map_err(|e| format!("can't start the AOF writer: {e}"))?;
+    *crate::global::lock(&state.link) = Some(Link { tx, fsync });
+    *crate::global::lock(&SIZES) = Some(shared);
+    Ok(())
+}
+
+/// What the writer thread reports (it outlives no `Global` borrow).
+#[derive(Default)]
+struct Sizes {
+    written: AtomicU64,
+    failed: AtomicBool,
+}
+
+static SIZES: Mutex<Option<Arc<Sizes>>> = Mutex::new(None);
+
+/// Bytes written by the writer since start, and whether its last write failed.
+pub fn writer_report() -> (u64, bool) {
+    crate::global::lock(&SIZES)
+        .as_ref()
+        .map_or((0, false), |s| {
+            (
+                s.written.load(Ordering::Relaxed),
+                s.failed.load(Ordering::Relaxed),
+            )
+        })
+}
+
+/// The writer thread: appends what the shards send, syncs as the policy says, answers sync
+/// requests after the sync that covers them. A failed write is retried with the next batch.
+fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes: &Sizes) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut unsynced = false;
+    let mut last_sync = Instant::now();
+    loop {
+        let first = match fsync {
+            Fsync::EverySec => {
+                let wait = Duration::from_secs(1).saturating_sub(last_sync.elapsed());
+                match rx.recv_timeout(wait.max(Duration::from_millis(1))) {
+                    Ok(m) => Some(m),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            }
+            _ => match rx.recv() {
+                Ok(m) => Some(m),
+                Err(_) => break,
+            },
+        };
+        let mut tickets = Vec::new();
+        let mut stop = None;
+        let mut next = first;
+        while let Some(m) = next {
+            match m {
+                Msg::Chunk(c) => pending.extend_from_slice(&c),
+                Msg::Sync(t) => tickets.push(t),
+                Msg::Stop(done) => {
+                    stop = Some(done);
+                    break;
+                }
+            }
+            if pending.len() > 64 << 20 {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if !pending.is_empty() {
+            match file.write_all(&pending) {
+                Ok(()) => {
+                    sizes
+                        .written
+                        .fetch_add(pending.len() as u64, Ordering::Relaxed);
+                    sizes.failed.store(false, Ordering::Relaxed);
+                    pending.clear();
+                    unsynced = true;
+                }
+                Err(e) => {
+                    if !sizes.failed.swap(true, Ordering::Relaxed) {
+                        crate::log!(3, "Error writing to the AOF file: {e}");
+                    }
+                    // Nothing is answered until it is written.
+                    std::thread::sleep(Duration::from_millis(100));
+                    for t in tickets {
+                        drop(t);
+                    }
+                    continue;
+                }
+            }
+        }
+        let due = match fsync {
+            Fsync::Always => !tickets.is_empty(),
+            Fsync::EverySec => last_sync.elapsed() >= Duration::from_secs(1),
+            Fsync::No => false,
+        };
+        if unsynced && due {
+            if let Err(e) = file.sync_data() {
+                crate::log!(3, "Error syncing the AOF file: {e}");
+            }
+            unsynced = false;
+            last_sync = Instant::now();
+        } else if due {
+            last_sync = Instant::now();
+        }
+        for t in tickets {
+            let _ = t.send(());
+        }
+        if let Some(done) = stop {
+            let _ = file.write_all(&pending);
+            let _ = file.sync_data();
+            let _ = done.send(());
+            return;
+        }
+    }
+    let _ = file.write_all(&pending);
+    let _ = file.sync_data();
+}
+
+/// At shutdown: everything the shards sent is written and synced before the process ends
+/// (as Redis syncs its AOF on the way out).
+pub fn stop(global: &crate::global::Global) {
+    let Some(link) = crate::global::lock(&global.aof.link).take() else {
+        return;
+    };
+    let (tx, rx) = mpsc::channel();
+    if link.tx.send(Msg::Stop(tx)).is_ok() {
+        let _ = rx.recv_timeout(Duration::from_secs(30));
+    }
+}
+
+impl Shard {
+    /// Sends changes taken from this shard's store to the AOF writer.
+    pub fn send_changes(&self, bytes: Vec<u8>) {
+        if let Some(link) = self.aof.borrow().as_ref() {
+            let _ = link.tx.send(Msg::Chunk(bytes));
+            self.aof_sent.set(self.aof_sent.get() + 1);
+        }
+    }
+
+    /// Hands this shard's logged changes to the AOF writer; whether there were any.
+    pub fn flush_changes(&self) -> bool {
+        let link = self.aof.borrow();
+        let Some(link) = link.as_ref() else {
+            return false;
+        };
+        let Some(bytes) = self.db.borrow_mut().take_changes() else {
+            return false;
+        };
+        let _ = link.tx.send(Msg::Chunk(bytes));
+        self.aof_sent.set(self.aof_sent.get() + 1);
+        true
+    }
+
+    /// Notes that a write this shard coordinated ran on other shards: the next barrier under
+    /// `appendfsync always` waits for a sync even if this shard logged nothing itself.
+    pub fn note_remote_writes(&self) {
+        if self.aof.borrow().is_some() {
+            self.aof_sent.set(self.aof_sent.get() + 1);
+        }
+    }
+
+    /// Before replies leave: the changes logged so far go to the writer and, under
+    /// `appendfsync always`, are on disk. One check when the AOF is off.
+    pub async fn persist_barrier(&self) {
+        let fsync = match self.aof.borrow().as_ref() {
+            None => return,
+            Some(l) => l.fsync,
+        };
+        self.flush_changes();
+        if fsync != Fsync::Always {
+            return;
+        }
+        let target = self.aof_sent.get();
+        loop {
+            let notified = self.aof_synced_notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.aof_synced.get() >= target {
+                return;
+            }
+            if self.aof_asked.get() < target {
+                self.aof_asked.set(target);
+                let (t, rx) = oneshot::channel();
+                let sent = self.aof.borrow().as_ref().map(|l| l.tx.send(Msg::Sync(t)));
+                if !matches!(sent, Some(Ok(()))) {
+                    return;
+                }
+                if rx.await.is_err() {
+                    // The writer is gone (shutting down, or its write failed).
+                    self.aof_asked.set(self.aof_synced.get());
+                    return;
+                }
+                self.aof_synced.set(self.aof_synced.get().max(target));
+                self.aof_synced_notify.notify_waiters();
+            } else {
+                notified.await;
+            }
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! The append-only file: every acknowledged write survives kill -9 under `appendfsync
+//! always`, with 1 and 3 shards and commands spanning shards; Debian's redis-check-aof
+//! accepts our directory, redis-server loads it with the same contents and we load what
+//! redis-server appends; a torn tail is cut when `aof-load-truncated` allows and stops the
+//! start otherwise; garbage stops the start.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::persistence::{contents, fill, q, redis_server_with, TempDir};
+use crate::support::Server;
+
+/// Writes that the log must turn into what they did: relative times, chance, floats,
+/// blocking pops, commands spanning shards, transactions, SWAPDB and FLUSHDB.
+fn churn(c: &mut redis::Connection) {
+    let _: () = q(c, &["SET", "ex", "v", "EX", "3600"]);
+    let _: () = q(c, &["SETEX", "setex", "3600", "v"]);
+    let _: i64 = q(c, &["EXPIRE", "long", "7200"]);
+    let _: String = q(c, &["INCRBYFLOAT", "float", "1.1"]);
+    let _: String = q(c, &["INCRBYFLOAT", "float", "2.2"]);
+    let _: Option<String> = q(c, &["SPOP", "s:str"]);
+    let _: Vec<String> = q(c, &["SPOP", "s:big", "5"]);
+    let _: () = q(c, &["MSET", "a1", "1", "b2", "2", "c3", "3", "d4", "4"]);
+    let _: () = q(c, &["RENAME", "a1", "renamed"]);
+    let _: i64 = q(c, &["DEL", "b2", "c3"]);
+    let _: i64 = q(c, &["RPUSH", "src", "x", "y", "z"]);
+    let _: String = q(c, &["LMOVE", "src", "dst", "LEFT", "RIGHT"]);
+    let _: Option<(String, String)> = q(c, &["BLPOP", "src", "1"]);
+    let _: i64 = q(c, &["SADD", "sa", "m"]);
+    let _: i64 = q(c, &["SMOVE", "sa", "sb", "m"]);
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("tx1")
+        .cmd("INCR")
+        .arg("tx2")
+        .query(c)
+        .unwrap();
+    let _: () = q(c, &["SELECT", "1"]);
+    let _: () = q(c, &["SET", "gone", "1"]);
+    let _: () = q(c, &["FLUSHDB"]);
+    let _: () = q(c, &["SELECT", "2"]);
+    let _: () = q(c, &["SET", "moved-by-swapdb", "1"]);
+    let _: () = q(c, &["SWAPDB", "2", "0"]);
+    let _: () = q(c, &["SWAPDB", "0", "2"]);
+    let _: () = q(c, &["SELECT", "0"]);
+}
+
+fn manifest(dir: &str) -> std::path::PathBuf {
+    Path::new(dir)
+        .join("appendonlydir")
+        .join("appendonly.aof.manifest")
+}
+
+#[test]
+fn every_acknowledged_write_survives_kill_9_and_redis_reads_the_files() {
+    for n in ["1", "3"] {
+        let dir = TempDir::new(&format!("aof{n}"));
+        let args = [
+            "--threads",
+            n,
+            "--dir",
+            dir.path(),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+        ];
+        let server = Server::start(&args);
+        let mut c = server.client();
+        fill(&mut c);
+        churn(&mut c);
+        let before = contents(&mut c);
+        assert!(before.len() > 20);
+        // kill -9: the drop kills the process.
+        drop(server);
+        for m in ["1", "3"] {
+            let mut again = args;
+            again[1] = m;
+            let server = Server::start(&again);
+            let mut c = server.client();
+            assert_eq!(
+                contents(&mut c),
+                before,
+                "written with {n} shards, loaded with {m}"
+            );
+        }
+        let check = Command::new("redis-check-aof")
+            .arg(manifest(dir.path()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&check.stdout);
+        assert!(
+            check.status.success() && text.contains("is valid"),
+            "{text}"
+        );
+        // Debian's redis-server loads the directory with the same contents, and appends.
+        let (mut child, mut r, _) = redis_server_with(
+            dir.path(),
+            "dump.rdb",
+            &["--appendonly", "yes", "--appendfsync", "always"],
+        );
+        assert_eq!(contents(&mut r), before, "redis-server loading our AOF");
+        let _: () = q(&mut r, &["SET", "written-by-redis", "1"]);
+        let _: i64 = q(&mut r, &["DEL", "renamed"]);
+        let theirs = contents(&mut r);
+        let _ = child.kill();
+        let _ = child.wait();
+        let server = Server::start(&args);
+        let mut c = server.client();
+        assert_eq!(
+            contents(&mut c),
+            theirs,
+            "our load of what redis-server appended"
+        );
+    }
+}
+
+/// Hash field deadlines (Redis 7.4: HPEXPIREAT in the file, which Debian's 7.0 cannot read)
+/// survive a restart.
+#[test]
+fn hash_field_deadlines_survive_a_restart() {
+    let dir = TempDir::new("aof-hfe");
+    let args = [
+        "--threads",
+        "2",
+        "--dir",
+        dir.path(),
+        "--appendonly",
+        "yes",
+        "--save",
+        "",
+    ];
+    let server = Server::start(&args);
+    let mut c = server.client();
+    let _: i64 = q(&mut c, &["HSET", "hf", "a", "1", "b", "2"]);
+    let _: Vec<i64> = q(&mut c, &["HEXPIRE", "hf", "3600", "FIELDS", "1", "a"]);
+    let at: Vec<i64> = q(&mut c, &["HPEXPIRETIME", "hf", "FIELDS", "2", "a", "b"]);
+    assert!(at[0] > 0 && at[1] == -1);
+    // A clean stop (SIGTERM) syncs the file under everysec.
+    let _ = Command::new("kill").arg(server.pid().to_string()).status();
+    let mut server = server;
+    assert!(server.exit_status(10).is_some());
+    let server = Server::start(&args);
+    let mut c = server.client();
+    let again: Vec<i64> = q(&mut c, &["HPEXPIRETIME", "hf", "FIELDS", "2", "a", "b"]);
+    assert_eq!(again, at);
+}
+
+#[test]
+fn a_torn_tail_is_cut_when_allowed_and_garbage_stops_the_start() {
+    let dir = TempDir::new("aof-torn");
+    let args = [
+        "--threads",
+        "2",
+        "--dir",
+        dir.path(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ];
+    let server = Server::start(&args);
+    let mut c = server.client();
+    let _: () = q(&mut c, &["SET", "kept", "1"]);
+    drop(server);
+    let incr = Path::new(dir.path())
+        .join("appendonlydir")
+        .join("appendonly.aof.1.incr.aof");
+    let whole = std::fs::read(&incr).unwrap();
+    assert!(!whole.is_empty());
+    // A command cut short by a crash, after an unfinished transaction.
+    let mut torn = whole.clone();
+    torn.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$4\r\nlost\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nx");
+    std::fs::write(&incr, &torn).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+        .args(args)
+        .args(["--port", "0", "--aof-load-truncated", "no"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains(
+            "Unexpected end of file reading the append only file appendonly.aof.1.incr.aof"
+        ),
+        "{err}"
+    );
+    let server = Server::start(&args);
+    let mut c = server.client();
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GET", "kept"]).as_deref(),
+        Some("1")
+    );
+    assert_eq!(q::<Option<String>>(&mut c, &["GET", "lost"]), None);
+    assert_eq!(
+        server
+            .log_lines_with("!!! Warning: short read while loading the AOF file")
+            .len(),
+        1
+    );
+    drop(server);
+    assert_eq!(
+        std::fs::read(&incr).unwrap(),
+        whole,
+        "the file is cut back to its whole commands"
+    );
+    // Garbage in the middle refuses to start, whatever aof-load-truncated says.
+    let mut bad = b"hello\r\n".to_vec();
+    bad.extend_from_slice(&whole);
+    std::fs::write(&incr, &bad).unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+        .args(args)
+        .args(["--port", "0"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("Bad file format reading the append only file"),
+        "{err}"
+    );
+}
+
+/// Kill -9 at a random moment while clients write over every shard, under `appendfsync
+/// always`: after the restart every acknowledged write is there (counters at least their last
+/// acknowledged value, at most their last sent one) and every MSET spanning shards is whole.
+/// `KV_CRASH_ROUNDS` sets the rounds (3 here; the long run uses 20).
+#[test]
+fn kill_9_during_writes_loses_no_acknowledged_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const WRITERS: usize = 4;
+    let rounds: usize = std::env::var("KV_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let dir = TempDir::new("aof-crash");
+    let args = [
+        "--threads",
+        "3",
+        "--dir",
+        dir.path(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ];
+    let mut acked_total = [0u64; WRITERS];
+    for round in 0..rounds {
+        let server = Server::start(&args);
+        let port = server.port;
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked: Arc<Vec<AtomicU64>> = Arc::new(
+            (0..WRITERS)
+                .map(|t| AtomicU64::new(acked_total[t]))
+                .collect(),
+        );
+        let sent: Arc<Vec<AtomicU64>> = Arc::new(
+            (0..WRITERS)
+                .map(|t| AtomicU64::new(acked_total[t]))
+                .collect(),
+        );
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let (stop, acked, sent) = (stop.clone(), acked.clone(), sent.clone());
+                std::thread::spawn(move || {
+                    let Ok(client) = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                    else {
+                        return;
+                    };
+                    let Ok(mut c) = client.get_connection() else {
+                        return;
+                    };
+                    while !stop.load(Ordering::Relaxed) {
+                        let g = sent[t].load(Ordering::SeqCst) + 1;
+                        sent[t].store(g, Ordering::SeqCst);
+                        let gs = g.to_string();
+                        let r: redis::RedisResult<()> = redis::cmd("MSET")
+                            .arg(format!("w{t}:a"))
+                            .arg(&gs)
+                            .arg(format!("w{t}:b"))
+                            .arg(&gs)
+                            .arg(format!("w{t}:c"))
+                            .arg(&gs)
+                            .query(&mut c);
+                        if r.is_err() {
+                            return;
+                        }
+                        let r: redis::RedisResult<i64> =
+                            redis::cmd("INCR").arg(format!("n{t}")).query(&mut c);
+                        if r.is_err() {
+                            return;
+                        }
+                        acked[t].store(g, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        let wait = 100 + (round as u64 * 137) % 400;
+        std::thread::sleep(std::time::Duration::from_millis(wait));
+        // kill -9 (the drop), then stop the writers, whose connections are gone.
+        drop(server);
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().unwrap();
+        }
+        let server = Server::start(&args);
+        let mut c = server.client();
+        for t in 0..WRITERS {
+            let (lo, hi) = (
+                acked[t].load(Ordering::SeqCst),
+                sent[t].load(Ordering::SeqCst),
+            );
+            let vals: Vec<Option<u64>> = q(
+                &mut c,
+                &[
+                    "MGET",
+                    &format!("w{t}:a"),
+                    &format!("w{t}:b"),
+                    &format!("w{t}:c"),
+                ],
+            );
+            assert!(
+                vals.iter().all(|v| *v == vals[0]),
+                "round {round}, writer {t}: an MSET split {vals:?}"
+            );
+            let g = vals[0].unwrap_or(0);
+            assert!(
+                (lo..=hi).contains(&g),
+                "round {round}, writer {t}: MSET {g} outside [{lo}, {hi}]"
+            );
+            let n: Option<u64> = q(&mut c, &["GET", &format!("n{t}")]);
+            let n = n.unwrap_or(0);
+            assert!(
+                (lo..=hi).contains(&n),
+                "round {round}, writer {t}: INCR at {n} outside [{lo}, {hi}]"
+            );
+            // The next round starts from what survived.
+            acked_total[t] = g.max(n);
+            let _: () = q(
+                &mut c,
+                &["SET", &format!("n{t}"), &acked_total[t].to_string()],
+            );
+            let _: () = q(
+                &mut c,
+                &[
+                    "MSET",
+                    &format!("w{t}:a"),
+                    &acked_total[t].to_string(),
+                    &format!("w{t}:b"),
+                    &acked_total[t].to_string(),
+                    &format!("w{t}:c"),
+                    &acked_total[t].to_string(),
+                ],
+            );
+        }
+        assert!(
+            acked.iter().any(|a| a.load(Ordering::SeqCst) > 0),
+            "round {round}: writes ran"
+        );
+    }
+}
