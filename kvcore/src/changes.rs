@@ -76,7 +76,9 @@ impl Db {
             return None;
         }
         log.db = None;
-        Some(std::mem::take(&mut log.out))
+        // The next buffer starts at this one's size: one allocation per batch, no regrowth.
+        let cap = log.out.len().next_power_of_two();
+        Some(std::mem::replace(&mut log.out, Vec::with_capacity(cap)))
     }
 
     /// Logs a command the host ran itself (a command spanning shards, logged once, whole, by

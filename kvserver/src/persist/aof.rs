@@ -421,6 +421,9 @@ pub fn start(global: &crate::global::Global) -> Result<(), String> {
     Ok(())
 }
 
+/// How long the writer gathers changes between writes when nobody waits for a sync.
+const GATHER: Duration = Duration::from_millis(1);
+
 /// What the writer thread reports (it outlives no `Global` borrow).
 #[derive(Default)]
 struct Sizes {
@@ -491,6 +494,14 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
                     unsynced = true;
                 }
                 Err(e) => {
+                    if fsync == Fsync::Always {
+                        // Replies wait for this write: nothing can be answered, as in Redis.
+                        crate::log!(
+                            3,
+                            "Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting... ({e})"
+                        );
+                        std::process::exit(1);
+                    }
                     if !sizes.failed.swap(true, Ordering::Relaxed) {
                         crate::log!(3, "Error writing to the AOF file: {e}");
                     }
@@ -526,6 +537,11 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
             let _ = done.send(());
             return;
         }
+        if fsync != Fsync::Always {
+            // Gather for a millisecond: one write for all that came meanwhile, and no
+            // wake-up for the shards to pay on each send (nobody waits in `recv`).
+            std::thread::sleep(GATHER);
+        }
     }
     let _ = file.write_all(&pending);
     let _ = file.sync_data();
@@ -547,17 +563,28 @@ impl Shard {
     /// Sends changes taken from this shard's store to the AOF writer.
     pub fn send_changes(&self, bytes: Vec<u8>) {
         if let Some(link) = self.aof.borrow().as_ref() {
+            self.send_held(link);
             let _ = link.tx.send(Msg::Chunk(bytes));
             self.aof_sent.set(self.aof_sent.get() + 1);
         }
     }
 
-    /// Hands this shard's logged changes to the AOF writer; whether there were any.
+    /// Sends the changes held back for the next sync request (see [`Shard::persist_barrier`]).
+    fn send_held(&self, link: &Link) {
+        let mut held = self.aof_held.borrow_mut();
+        if !held.is_empty() {
+            let _ = link.tx.send(Msg::Chunk(std::mem::take(&mut *held)));
+        }
+    }
+
+    /// Hands this shard's logged changes to the AOF writer now (after any held back, so the
+    /// order holds); whether there were any.
     pub fn flush_changes(&self) -> bool {
         let link = self.aof.borrow();
         let Some(link) = link.as_ref() else {
             return false;
         };
+        self.send_held(link);
         let Some(bytes) = self.db.borrow_mut().take_changes() else {
             return false;
         };
@@ -581,9 +608,15 @@ impl Shard {
             None => return,
             Some(l) => l.fsync,
         };
-        self.flush_changes();
         if fsync != Fsync::Always {
+            self.flush_changes();
             return;
+        }
+        // Under `always` the changes wait here for the next sync request, which carries them:
+        // the writer then wakes once per group of replies, not once per connection.
+        if let Some(bytes) = self.db.borrow_mut().take_changes() {
+            self.aof_held.borrow_mut().extend_from_slice(&bytes);
+            self.aof_sent.set(self.aof_sent.get() + 1);
         }
         let target = self.aof_sent.get();
         loop {
@@ -593,22 +626,38 @@ impl Shard {
             if self.aof_synced.get() >= target {
                 return;
             }
-            if self.aof_asked.get() < target {
+            // One sync request in flight per shard: whoever comes while it runs waits for it,
+            // then one request covers them all (group commit, as Redis's one fsync per loop).
+            let in_flight = self.aof_asked.get() > self.aof_synced.get();
+            if self.aof_asked.get() < target && !in_flight {
+                let target = self.aof_sent.get();
                 self.aof_asked.set(target);
                 let (t, rx) = oneshot::channel();
-                let sent = self.aof.borrow().as_ref().map(|l| l.tx.send(Msg::Sync(t)));
-                if !matches!(sent, Some(Ok(()))) {
+                let sent = self.aof.borrow().as_ref().map(|l| {
+                    self.send_held(l);
+                    l.tx.send(Msg::Sync(t))
+                });
+                let Some(me) = self.rc() else {
                     return;
-                }
-                if rx.await.is_err() {
-                    // The writer is gone (shutting down, or its write failed).
+                };
+                if !matches!(sent, Some(Ok(()))) {
+                    // The writer is gone (shutting down).
                     self.aof_asked.set(self.aof_synced.get());
                     return;
                 }
-                self.aof_synced.set(self.aof_synced.get().max(target));
-                self.aof_synced_notify.notify_waiters();
-            } else {
-                notified.await;
+                // The answer is awaited apart, so that no waiter's end can strand the others.
+                tokio::task::spawn_local(async move {
+                    if rx.await.is_ok() {
+                        me.aof_synced.set(me.aof_synced.get().max(target));
+                    } else {
+                        me.aof_asked.set(me.aof_synced.get());
+                    }
+                    me.aof_synced_notify.notify_waiters();
+                });
+            }
+            notified.await;
+            if self.aof.borrow().is_none() {
+                return;
             }
         }
     }

@@ -164,6 +164,8 @@ pub struct Shard {
     pub aof: RefCell<Option<crate::persist::aof::Link>>,
     /// Change chunks sent to the AOF writer (plus writes coordinated on other shards).
     pub aof_sent: Cell<u64>,
+    /// Changes taken from the store, held for the next sync request under `always`.
+    pub aof_held: RefCell<Vec<u8>>,
     /// `aof_sent` as of the last sync request sent.
     pub aof_asked: Cell<u64>,
     /// `aof_sent` as of the last sync done.
@@ -204,6 +206,7 @@ impl Shard {
             ticks: Cell::new(0),
             aof: RefCell::new(None),
             aof_sent: Cell::new(0),
+            aof_held: RefCell::new(Vec::new()),
             aof_asked: Cell::new(0),
             aof_synced: Cell::new(0),
             aof_synced_notify: Notify::new(),

@@ -232,14 +232,36 @@ fn a_torn_tail_is_cut_when_allowed_and_garbage_stops_the_start() {
 /// `KV_CRASH_ROUNDS` sets the rounds (3 here; the long run uses 20).
 #[test]
 fn kill_9_during_writes_loses_no_acknowledged_write() {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    use std::sync::Arc;
-    const WRITERS: usize = 4;
-    let rounds: usize = std::env::var("KV_CRASH_ROUNDS")
+    let rounds = std::env::var("KV_CRASH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
-    let dir = TempDir::new("aof-crash");
+    let lost = crash_rounds("always", rounds);
+    assert_eq!(lost, 0);
+}
+
+/// The same under `appendfsync everysec`: prints how many acknowledged writes a kill -9 lost
+/// (the file is written within a millisecond or so, synced once a second; a process kill
+/// loses what the writer thread had not written yet). Run with `--ignored`.
+#[test]
+#[ignore]
+fn kill_9_under_everysec_reports_what_it_lost() {
+    let rounds = std::env::var("KV_CRASH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let lost = crash_rounds("everysec", rounds);
+    println!("everysec: {lost} acknowledged generations lost over {rounds} kill -9 rounds");
+}
+
+/// Runs `rounds` crash rounds under `fsync`; returns the acknowledged generations lost (a
+/// writer whose last acknowledged MSET+INCR is newer than what survived loses the difference).
+fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const WRITERS: usize = 4;
+    let dir = TempDir::new(&format!("aof-crash-{fsync}"));
+    let mut lost = 0u64;
     let args = [
         "--threads",
         "3",
@@ -248,7 +270,7 @@ fn kill_9_during_writes_loses_no_acknowledged_write() {
         "--appendonly",
         "yes",
         "--appendfsync",
-        "always",
+        fsync,
         "--save",
         "",
     ];
@@ -332,16 +354,19 @@ fn kill_9_during_writes_loses_no_acknowledged_write() {
                 "round {round}, writer {t}: an MSET split {vals:?}"
             );
             let g = vals[0].unwrap_or(0);
-            assert!(
-                (lo..=hi).contains(&g),
-                "round {round}, writer {t}: MSET {g} outside [{lo}, {hi}]"
-            );
             let n: Option<u64> = q(&mut c, &["GET", &format!("n{t}")]);
             let n = n.unwrap_or(0);
             assert!(
-                (lo..=hi).contains(&n),
-                "round {round}, writer {t}: INCR at {n} outside [{lo}, {hi}]"
+                g <= hi && n <= hi,
+                "round {round}, writer {t}: {g}/{n} past {hi}"
             );
+            lost += lo.saturating_sub(g.min(n));
+            if fsync == "always" {
+                assert!(
+                    g >= lo && n >= lo,
+                    "round {round}, writer {t}: MSET {g} / INCR {n} older than acknowledged {lo}"
+                );
+            }
             // The next round starts from what survived.
             acked_total[t] = g.max(n);
             let _: () = q(
@@ -366,4 +391,5 @@ fn kill_9_during_writes_loses_no_acknowledged_write() {
             "round {round}: writes ran"
         );
     }
+    lost
 }
