@@ -109,7 +109,7 @@ pub static PARAMS: &[Param] = &[
     p!("rdbchecksum", Kind::Bool, "yes"),
     p!("dir", Kind::Text, "."),
     p!("dbfilename", Kind::Text, "dump.rdb"),
-    p!("appendonly", [], Kind::Bool, "no", false),
+    p!("appendonly", Kind::Bool, "no"),
     p!(
         "appendfsync",
         [],

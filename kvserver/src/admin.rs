@@ -22,9 +22,8 @@ fn is(a: &[u8], name: &str) -> bool {
 /// Whether this command is answered here rather than by one shard's store.
 pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     match spec.name {
-        "info" | "swapdb" | "slowlog" | "latency" | "save" | "bgsave" | "lastsave" | "shutdown" => {
-            true
-        }
+        "info" | "swapdb" | "slowlog" | "latency" | "save" | "bgsave" | "bgrewriteaof"
+        | "lastsave" | "shutdown" => true,
         "debug" => {
             (args.len() >= 2 && is(args[1], "RELOAD"))
                 || (n > 1
@@ -42,6 +41,10 @@ pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
         "config" => {
             (args.len() == 2 && is(args[1], "REWRITE"))
                 || (n > 1 && args.len() >= 2 && (is(args[1], "SET") || is(args[1], "RESETSTAT")))
+                // Turning the AOF on or off is the server's work, whatever the shards.
+                || (args.len() >= 2
+                    && is(args[1], "SET")
+                    && args[2..].iter().step_by(2).any(|a| is(a, "appendonly")))
         }
         _ => n > 1 && spec.has(flags::ALL_KEYS),
     }
@@ -145,6 +148,10 @@ pub async fn run(
         crate::persist::bgsave(shard, args, &mut w).await;
         return false;
     }
+    if is(name, "BGREWRITEAOF") {
+        crate::persist::bgrewriteaof(shard, &mut w).await;
+        return false;
+    }
     if is(name, "DEBUG") && args.len() >= 2 && is(args[1], "RELOAD") {
         crate::persist::debug_reload(shard, args, &mut w).await;
         return false;
@@ -239,6 +246,9 @@ pub async fn run(
                 }
             })
             .await;
+            if is(name, "CONFIG") {
+                crate::persist::appendonly_changed(shard).await;
+            }
         }
         w.out.extend_from_slice(&local);
         return false;

@@ -37,6 +37,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
         needs_server
     ),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, 0, 0, 0, needs_server),
+    cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, 0, 0, 0, needs_server),
     cmd!("lastsave", 1, LOADING | STALE | FAST, 0, 0, 0, needs_server),
     cmd!(
         "shutdown",

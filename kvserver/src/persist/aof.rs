@@ -58,6 +58,8 @@ pub enum Msg {
     Sync(oneshot::Sender<()>),
     /// Write and sync everything, answer, and end.
     Stop(mpsc::Sender<()>),
+    /// Write and sync everything into the current file, then append to this one.
+    Rotate(std::fs::File, oneshot::Sender<()>),
 }
 
 /// A shard's way to the writer.
@@ -77,14 +79,30 @@ pub struct AofState {
     pub current_size: AtomicU64,
     /// Bytes of the base file.
     pub base_size: AtomicU64,
+    /// The files, as the manifest on disk names them.
+    pub manifest: Mutex<Option<Manifest>>,
+    /// What the writer had written when `current_size` was last set.
+    pub written_at: AtomicU64,
+    /// Rewrites done (INFO `aof_rewrites`).
+    pub rewrites: AtomicU64,
+    /// A rewrite runs.
+    pub rewriting: AtomicBool,
+    /// A rewrite waits for the running save to end.
+    pub scheduled: AtomicBool,
+    /// Whether the last rewrite failed.
+    pub rewrite_failed: AtomicBool,
+    /// Seconds the last rewrite took (0 before any: Redis's -1 is printed then).
+    pub last_rewrite_secs: AtomicU64,
 }
 
 /// Keys loaded, by shard, and the load's counts.
 pub type Loaded = (Vec<Vec<LoadedKey>>, rdb::LoadStats);
 
 /// The files of one AOF directory, as its manifest names them.
-struct Manifest {
+#[derive(Clone)]
+pub struct Manifest {
     base: Option<String>,
+    base_seq: u64,
     /// (name, seq) of the increment files, in order.
     incr: Vec<(String, u64)>,
     /// Lines of history files, kept as they are.
@@ -112,6 +130,7 @@ impl Manifest {
         };
         let mut m = Manifest {
             base: None,
+            base_seq: 0,
             incr: Vec::new(),
             history: Vec::new(),
         };
@@ -139,7 +158,10 @@ impl Manifest {
                 return Err(bad());
             }
             match ty {
-                'b' => m.base = Some(name),
+                'b' => {
+                    m.base = Some(name);
+                    m.base_seq = seq;
+                }
                 'h' => m.history.push(line.to_string()),
                 'i' => {
                     if m.incr.last().is_some_and(|l| l.1 >= seq) {
@@ -156,10 +178,10 @@ impl Manifest {
         Ok(Some(m))
     }
 
-    fn text(&self, base_seq: u64) -> String {
+    fn text(&self) -> String {
         let mut s = String::new();
         if let Some(b) = &self.base {
-            s.push_str(&format!("file {b} seq {base_seq} type b\n"));
+            s.push_str(&format!("file {b} seq {} type b\n", self.base_seq));
         }
         for h in &self.history {
             s.push_str(h);
@@ -353,8 +375,26 @@ pub fn load(opts: &Options, shards: usize) -> Result<Option<Loaded>, String> {
     )))
 }
 
-/// Starts the AOF: makes the directory, an empty base and the first increment file with their
-/// manifest when there is none, then the writer thread appending to the last increment file.
+/// An empty RDB file: what a base holds when there is no data.
+fn empty_rdb() -> Vec<u8> {
+    let mut empty = rdb::file_header(rdb::VERSION_BASE, &[("aof-base", b"1".to_vec())]);
+    let mut d = rdb::file_digest();
+    d.update(&empty);
+    empty.extend_from_slice(&rdb::file_end(d));
+    empty
+}
+
+fn open_append(path: &Path) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("can't open {}: {e}", path.display()))
+}
+
+/// Starts the AOF at start-up: makes the directory, an empty base and the first increment
+/// file with their manifest when there is none, then the writer thread appending to the last
+/// increment file.
 pub fn start(global: &crate::global::Global) -> Result<(), String> {
     let config = &global.opts.store;
     let dir = dir_of(config);
@@ -364,42 +404,33 @@ pub fn start(global: &crate::global::Global) -> Result<(), String> {
     let m = match Manifest::read(&manifest_path)? {
         Some(m) if !m.incr.is_empty() => m,
         old => {
-            let base_seq = 1;
-            let base = format!("{name}.{base_seq}.base.rdb");
-            let mut empty = rdb::file_header(rdb::VERSION_BASE, &[("aof-base", b"1".to_vec())]);
-            let mut d = rdb::file_digest();
-            d.update(&empty);
-            empty.extend_from_slice(&rdb::file_end(d));
             let seq = old
                 .as_ref()
                 .and_then(|m| m.incr.last().map(|l| l.1))
                 .unwrap_or(0)
                 + 1;
-            let m = Manifest {
-                base: Some(
-                    old.as_ref()
-                        .and_then(|m| m.base.clone())
-                        .unwrap_or(base.clone()),
-                ),
-                incr: vec![(format!("{name}.{seq}.incr.aof"), seq)],
+            let mut m = old.unwrap_or(Manifest {
+                base: None,
+                base_seq: 0,
+                incr: Vec::new(),
                 history: Vec::new(),
-            };
-            if old.is_none() {
-                write_atomically(&dir.join(&base), &empty)
-                    .map_err(|e| format!("can't write {}: {e}", base))?;
+            });
+            if m.base.is_none() {
+                let base = format!("{name}.1.base.rdb");
+                write_atomically(&dir.join(&base), &empty_rdb())
+                    .map_err(|e| format!("can't write {base}: {e}"))?;
+                crate::log!(2, "Creating AOF base file {base} on server start");
+                m.base = Some(base);
+                m.base_seq = 1;
             }
-            write_atomically(&manifest_path, m.text(base_seq).as_bytes())
+            m.incr = vec![(format!("{name}.{seq}.incr.aof"), seq)];
+            write_atomically(&manifest_path, m.text().as_bytes())
                 .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
-            crate::log!(2, "Creating AOF base file {base} on server start");
             m
         }
     };
     let incr = dir.join(m.incr.last().map(|l| l.0.clone()).unwrap_or_default());
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&incr)
-        .map_err(|e| format!("can't open {}: {e}", incr.display()))?;
+    let file = open_append(&incr)?;
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let base_size = m.base.as_ref().map_or(0, |b| size(&dir.join(b)));
     let incr_size: u64 = m.incr.iter().map(|(n, _)| size(&dir.join(n))).sum();
@@ -408,16 +439,133 @@ pub fn start(global: &crate::global::Global) -> Result<(), String> {
     state
         .current_size
         .store(base_size + incr_size, Ordering::Relaxed);
+    *crate::global::lock(&state.manifest) = Some(m);
     let fsync = Fsync::parse(config.get("appendfsync").unwrap_or("everysec"));
+    let link = spawn_writer(file, fsync)?;
+    *crate::global::lock(&state.link) = Some(link);
+    Ok(())
+}
+
+/// Starts a writer thread appending to `file`.
+fn spawn_writer(file: std::fs::File, fsync: Fsync) -> Result<Link, String> {
     let (tx, rx) = mpsc::channel();
-    let shared = Arc::new(Sizes::default());
-    let sizes = shared.clone();
+    let shared = crate::global::lock(&SIZES)
+        .get_or_insert_with(|| Arc::new(Sizes::default()))
+        .clone();
     std::thread::Builder::new()
         .name("aof-writer".into())
-        .spawn(move || writer(file, rx, fsync, &sizes))
+        .spawn(move || writer(file, rx, fsync, &shared))
         .map_err(|e| format!("can't start the AOF writer: {e}"))?;
-    *crate::global::lock(&state.link) = Some(Link { tx, fsync });
-    *crate::global::lock(&SIZES) = Some(shared);
+    Ok(Link { tx, fsync })
+}
+
+/// BGREWRITEAOF, and turning the AOF on at run time (`start`): a new base from a snapshot of
+/// every shard at one moment and a new increment file from that same moment, without fork.
+/// Under shared locks on every key of every shard (whose grants hand every change made before
+/// to the writer), the writer moves to the new increment file (or, starting, a writer starts
+/// on it and every shard begins logging), the manifest names the old files and the new
+/// increment, and the shards begin their snapshots; the locks go, the shards write the
+/// snapshot as the new base, then the manifest names the new base and increment only and the
+/// old files are removed. A failure leaves a manifest that still names everything needed.
+pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
+    let g = &shard.global;
+    let config = shard.db.borrow().config.clone();
+    let dir = dir_of(&config);
+    let name = file_name(&config);
+    let manifest_path = dir.join(format!("{name}.manifest"));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("can't create {}: {e}", dir.display()))?;
+    let old = match crate::global::lock(&g.aof.manifest).clone() {
+        Some(m) => m,
+        None => Manifest::read(&manifest_path)?.unwrap_or(Manifest {
+            base: None,
+            base_seq: 0,
+            incr: Vec::new(),
+            history: Vec::new(),
+        }),
+    };
+    let incr_seq = old.incr.last().map_or(0, |l| l.1) + 1;
+    let base_seq = old.base_seq + 1;
+    let new_incr = format!("{name}.{incr_seq}.incr.aof");
+    let new_base = format!("{name}.{base_seq}.base.rdb");
+    let next = open_append(&dir.join(&new_incr))?;
+    let started = Instant::now();
+    for s in 0..shard.n {
+        shard
+            .lock(s, vec![crate::shard::locks::EVERY_KEY], false)
+            .await;
+    }
+    let aof_on = crate::global::lock(&g.aof.link).is_some();
+    let cut = async {
+        if !start && !aof_on {
+            // The AOF is off: a base only (as Redis rewrites without turning the AOF on).
+            return Ok(());
+        }
+        if start {
+            let fsync = Fsync::parse(config.get("appendfsync").unwrap_or("everysec"));
+            let link = spawn_writer(next, fsync)?;
+            *crate::global::lock(&g.aof.link) = Some(link.clone());
+            crate::admin::everywhere(shard, move |sh| {
+                sh.db.borrow_mut().set_change_log(true);
+                *sh.aof.borrow_mut() = Some(link.clone());
+            })
+            .await;
+        } else {
+            let link = crate::global::lock(&g.aof.link).clone();
+            let Some(link) = link else {
+                return Err("the AOF is off".to_string());
+            };
+            let (done, rx) = oneshot::channel();
+            link.tx
+                .send(Msg::Rotate(next, done))
+                .map_err(|_| "the AOF writer stopped".to_string())?;
+            let _ = rx.await;
+        }
+        let mut interim = old.clone();
+        interim.incr.push((new_incr.clone(), incr_seq));
+        write_atomically(&manifest_path, interim.text().as_bytes())
+            .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
+        *crate::global::lock(&g.aof.manifest) = Some(interim);
+        Ok(())
+    }
+    .await;
+    if let Err(e) = cut {
+        for s in 0..shard.n {
+            shard
+                .unlock(s, vec![crate::shard::locks::EVERY_KEY], false)
+                .await;
+        }
+        return Err(e);
+    }
+    let aux = vec![("redis-bits", b"64".to_vec()), ("aof-base", b"1".to_vec())];
+    let written =
+        super::snapshot::write(shard, dir.join(&new_base), aux, super::Cut::Release, || {}).await?;
+    let incr = if start || aof_on {
+        vec![(new_incr, incr_seq)]
+    } else {
+        let _ = std::fs::remove_file(dir.join(&new_incr));
+        Vec::new()
+    };
+    let done = Manifest {
+        base: Some(new_base.clone()),
+        base_seq,
+        incr,
+        history: Vec::new(),
+    };
+    write_atomically(&manifest_path, done.text().as_bytes())
+        .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
+    for f in old.base.iter().chain(old.incr.iter().map(|i| &i.0)) {
+        let _ = std::fs::remove_file(dir.join(f));
+    }
+    *crate::global::lock(&g.aof.manifest) = Some(done);
+    let (w, _) = writer_report();
+    g.aof.written_at.store(w, Ordering::Relaxed);
+    g.aof.base_size.store(written.bytes, Ordering::Relaxed);
+    g.aof.current_size.store(written.bytes, Ordering::Relaxed);
+    g.aof.rewrites.fetch_add(1, Ordering::Relaxed);
+    g.aof
+        .last_rewrite_secs
+        .store(started.elapsed().as_secs(), Ordering::Relaxed);
+    crate::log!(2, "Background AOF rewrite finished successfully");
     Ok(())
 }
 
@@ -476,6 +624,17 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
                 Msg::Stop(done) => {
                     stop = Some(done);
                     break;
+                }
+                Msg::Rotate(next_file, done) => {
+                    // Everything before the rotation goes to the old file, synced.
+                    let ok = file.write_all(&pending).and_then(|()| file.sync_data());
+                    if let Err(e) = ok {
+                        crate::log!(3, "Error finishing the AOF increment file: {e}");
+                    }
+                    pending.clear();
+                    unsynced = false;
+                    file = next_file;
+                    let _ = done.send(());
                 }
             }
             if pending.len() > 64 << 20 {
@@ -545,6 +704,29 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
     }
     let _ = file.write_all(&pending);
     let _ = file.sync_data();
+}
+
+/// Turns the AOF off at run time (CONFIG SET appendonly no): with every key of every shard
+/// locked, the shards stop logging and hand over what they hold; the writer writes, syncs and
+/// ends.
+pub async fn turn_off(shard: &Shard) {
+    for s in 0..shard.n {
+        shard
+            .lock(s, vec![crate::shard::locks::EVERY_KEY], false)
+            .await;
+    }
+    crate::admin::everywhere(shard, |sh| {
+        sh.flush_changes();
+        sh.db.borrow_mut().set_change_log(false);
+        *sh.aof.borrow_mut() = None;
+    })
+    .await;
+    stop(&shard.global);
+    for s in 0..shard.n {
+        shard
+            .unlock(s, vec![crate::shard::locks::EVERY_KEY], false)
+            .await;
+    }
 }
 
 /// At shutdown: everything the shards sent is written and synced before the process ends

@@ -234,6 +234,9 @@ pub fn cron(shard: &Shard) {
     if g.rdb.in_progress.load(Ordering::Relaxed) {
         return;
     }
+    if aof_cron(shard) {
+        return;
+    }
     let Some(me) = shard.rc() else {
         return;
     };
@@ -266,6 +269,91 @@ pub fn cron(shard: &Shard) {
             start_bgsave(&me).await;
         }
     });
+}
+
+/// BGREWRITEAOF: a rewrite in the background, or scheduled after the running save.
+pub async fn bgrewriteaof(shard: &Shard, w: &mut ReplyWriter<'_>) {
+    let a = &shard.global.aof;
+    if a.rewriting.load(Ordering::Relaxed) {
+        return w.error(b"ERR Background append only file rewriting already in progress");
+    }
+    if !claim(shard) {
+        a.scheduled.store(true, Ordering::Relaxed);
+        return w.simple(b"Background append only file rewriting scheduled");
+    }
+    start_rewrite(shard, false);
+    w.simple(b"Background append only file rewriting started");
+}
+
+/// Starts a rewrite holding the save slot (claimed by the caller); `start`: the AOF is being
+/// turned on.
+fn start_rewrite(shard: &Shard, start: bool) {
+    let Some(me) = shard.rc() else {
+        shard.global.rdb.in_progress.store(false, Ordering::Release);
+        return;
+    };
+    me.global.aof.rewriting.store(true, Ordering::Relaxed);
+    crate::log!(2, "Background append only file rewriting started");
+    tokio::task::spawn_local(async move {
+        let r = aof::rewrite(&me, start).await;
+        let a = &me.global.aof;
+        a.rewrite_failed.store(r.is_err(), Ordering::Relaxed);
+        if let Err(e) = r {
+            crate::log!(3, "Background AOF rewrite failed: {e}");
+        }
+        a.rewriting.store(false, Ordering::Relaxed);
+        me.global.rdb.in_progress.store(false, Ordering::Release);
+    });
+}
+
+/// CONFIG SET appendonly: turning it on starts a rewrite that makes the files and starts
+/// logging (answered at once, as Redis does); off stops logging and syncs the file.
+pub async fn appendonly_changed(shard: &Shard) {
+    let want = shard.db.borrow().config.get("appendonly") == Some("yes");
+    let on = crate::global::lock(&shard.global.aof.link).is_some();
+    if want && !on {
+        claim_when_free(shard).await;
+        start_rewrite(shard, true);
+    } else if !want && on {
+        aof::turn_off(shard).await;
+    }
+}
+
+/// The AOF's part of the cron: a scheduled rewrite, or one for the file's growth
+/// (`auto-aof-rewrite-percentage` over the size after the last rewrite, once past
+/// `auto-aof-rewrite-min-size`). Whether one started.
+fn aof_cron(shard: &Shard) -> bool {
+    let g = &shard.global;
+    let a = &g.aof;
+    let scheduled = a.scheduled.load(Ordering::Relaxed);
+    let on = crate::global::lock(&a.link).is_some();
+    let grow = on && {
+        let config = &shard.db.borrow().config;
+        let pct: u64 = config
+            .get("auto-aof-rewrite-percentage")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let min: u64 = config
+            .get("auto-aof-rewrite-min-size")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let base = a.base_size.load(Ordering::Relaxed).max(1);
+        let (written, _) = aof::writer_report();
+        let size = a.current_size.load(Ordering::Relaxed)
+            + written.saturating_sub(a.written_at.load(Ordering::Relaxed));
+        let growth = (size.saturating_sub(base)) * 100 / base;
+        let due = pct > 0 && size > min && growth >= pct;
+        if due {
+            crate::log!(2, "Starting automatic rewriting of AOF on {growth}% growth");
+        }
+        due
+    };
+    if !(scheduled || grow) || !claim(shard) {
+        return false;
+    }
+    a.scheduled.store(false, Ordering::Relaxed);
+    start_rewrite(shard, false);
+    true
 }
 
 /// Waits until no save runs, then claims the slot.
@@ -481,12 +569,29 @@ pub fn info_section(shard: &Shard, dirty: u64) -> String {
     let aof_on = crate::global::lock(&g.aof.link).is_some();
     let (written, write_failed) = aof::writer_report();
     line("aof_enabled", &u8::from(aof_on));
-    line("aof_rewrite_in_progress", &0);
-    line("aof_rewrite_scheduled", &0);
-    line("aof_last_rewrite_time_sec", &-1);
+    let a = &g.aof;
+    line(
+        "aof_rewrite_in_progress",
+        &u8::from(a.rewriting.load(Ordering::Relaxed)),
+    );
+    line(
+        "aof_rewrite_scheduled",
+        &u8::from(a.scheduled.load(Ordering::Relaxed)),
+    );
+    let rewrites = a.rewrites.load(Ordering::Relaxed);
+    let last = if rewrites == 0 {
+        -1
+    } else {
+        a.last_rewrite_secs.load(Ordering::Relaxed) as i64
+    };
+    line("aof_last_rewrite_time_sec", &last);
     line("aof_current_rewrite_time_sec", &-1);
-    line("aof_last_bgrewrite_status", &"ok");
-    line("aof_rewrites", &0);
+    let failed = a.rewrite_failed.load(Ordering::Relaxed);
+    line(
+        "aof_last_bgrewrite_status",
+        &if failed { "err" } else { "ok" },
+    );
+    line("aof_rewrites", &rewrites);
     line("aof_rewrites_consecutive_failures", &0);
     line(
         "aof_last_write_status",
@@ -497,7 +602,8 @@ pub fn info_section(shard: &Shard, dirty: u64) -> String {
     line("module_fork_last_cow_size", &0);
     if aof_on {
         let start = g.aof.current_size.load(Ordering::Relaxed);
-        line("aof_current_size", &(start + written));
+        let since = written.saturating_sub(g.aof.written_at.load(Ordering::Relaxed));
+        line("aof_current_size", &(start + since));
         line("aof_base_size", &g.aof.base_size.load(Ordering::Relaxed));
         line("aof_pending_rewrite", &0);
         line("aof_buffer_length", &0);

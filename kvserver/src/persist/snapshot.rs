@@ -67,6 +67,9 @@ pub enum Cut {
     Lock,
     /// The caller holds exclusive locks on every key of every shard already.
     Held,
+    /// The caller took shared locks on every key of every shard: released once the
+    /// snapshot has begun everywhere.
+    Release,
 }
 
 /// Writes a snapshot of every shard to `path`; `on_cut` runs once the snapshot's moment is
@@ -107,7 +110,7 @@ pub async fn write(
         (version, dirty)
     })
     .await;
-    if cut == Cut::Lock {
+    if cut != Cut::Held {
         for s in 0..n {
             shard.unlock(s, vec![EVERY_KEY], false).await;
         }

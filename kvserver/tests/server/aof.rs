@@ -393,3 +393,153 @@ fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
     }
     lost
 }
+
+/// Polls INFO persistence until `field` shows `value`.
+fn wait_info(c: &mut redis::Connection, field: &str, value: &str) -> String {
+    for _ in 0..1000 {
+        let info: String = q(c, &["INFO", "persistence"]);
+        if info.contains(&format!("{field}:{value}\r\n")) {
+            return info;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{field} never became {value}");
+}
+
+/// BGREWRITEAOF while clients write over every shard: afterwards the manifest names one new
+/// base and one new increment file, the old files are gone, Debian's checker accepts the
+/// directory, and after kill -9 every acknowledged write is there, the ones from before the
+/// rewrite's moment (in the base) and after it (in the new increment) alike.
+#[test]
+fn bgrewriteaof_during_writes_keeps_every_write() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let dir = TempDir::new("aof-rewrite");
+    let args = [
+        "--threads",
+        "3",
+        "--dir",
+        dir.path(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--save",
+        "",
+    ];
+    let server = Server::start(&args);
+    let mut c = server.client();
+    fill(&mut c);
+    let port = server.port;
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, acked) = (stop.clone(), acked.clone());
+        std::thread::spawn(move || {
+            let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+            let mut c = client.get_connection().unwrap();
+            let mut g = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                g += 1;
+                let gs = g.to_string();
+                let _: () = q(&mut c, &["MSET", "ga", &gs, "gb", &gs, "gc", &gs]);
+                let _: () = q(&mut c, &["SET", &format!("each:{g}"), &gs]);
+                acked.store(g, Ordering::SeqCst);
+            }
+        })
+    };
+    while acked.load(Ordering::SeqCst) < 200 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let r: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(r, "Background append only file rewriting started");
+    let info = wait_info(&mut c, "aof_rewrites", "1");
+    assert!(info.contains("aof_last_bgrewrite_status:ok\r\n"), "{info}");
+    let during = acked.load(Ordering::SeqCst);
+    while acked.load(Ordering::SeqCst) < during + 200 {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    drop(server);
+    stop.store(true, Ordering::Relaxed);
+    let _ = writer.join();
+    let last = acked.load(Ordering::SeqCst);
+    let text = std::fs::read_to_string(manifest(dir.path())).unwrap();
+    assert_eq!(
+        text,
+        "file appendonly.aof.2.base.rdb seq 2 type b\nfile appendonly.aof.2.incr.aof seq 2 type i\n"
+    );
+    let files: Vec<String> = std::fs::read_dir(Path::new(dir.path()).join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    let check = Command::new("redis-check-aof")
+        .arg(manifest(dir.path()))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let server = Server::start(&args);
+    let mut c = server.client();
+    let vals: Vec<u64> = q(&mut c, &["MGET", "ga", "gb", "gc"]);
+    assert!(
+        vals.iter().all(|v| *v == vals[0]) && vals[0] >= last,
+        "{vals:?} vs {last}"
+    );
+    for g in 1..=last {
+        let v: Option<u64> = q(&mut c, &["GET", &format!("each:{g}")]);
+        assert_eq!(v, Some(g), "write {g} of {last}");
+    }
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    assert!(info.contains("aof_enabled:1\r\n"));
+}
+
+/// CONFIG SET appendonly yes at run time writes a base of what is there and logs from then
+/// on; a restart with the AOF on finds everything; CONFIG SET appendonly no stops it.
+#[test]
+fn config_set_appendonly_turns_the_aof_on_and_off() {
+    for n in ["1", "2"] {
+        let dir = TempDir::new(&format!("aof-config{n}"));
+        let server = Server::start(&["--threads", n, "--dir", dir.path(), "--save", ""]);
+        let mut c = server.client();
+        fill(&mut c);
+        let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+        wait_info(&mut c, "aof_rewrites", "1");
+        let info = wait_info(&mut c, "aof_enabled", "1");
+        assert!(info.contains("aof_rewrite_in_progress:0\r\n"));
+        let _: () = q(&mut c, &["SET", "after", "on"]);
+        let _: i64 = q(&mut c, &["DEL", "short"]);
+        let before = contents(&mut c);
+        // A clean stop: the writer syncs what it holds (everysec).
+        let _ = Command::new("kill").arg(server.pid().to_string()).status();
+        let mut server = server;
+        assert!(server.exit_status(10).is_some());
+        let args = [
+            "--threads",
+            n,
+            "--dir",
+            dir.path(),
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+        ];
+        let server = Server::start(&args);
+        let mut c = server.client();
+        assert_eq!(contents(&mut c), before, "{n} shards");
+        let _: () = q(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+        wait_info(&mut c, "aof_enabled", "0");
+        let _: () = q(&mut c, &["SET", "not-logged", "1"]);
+        drop(server);
+        let server = Server::start(&args);
+        let mut c = server.client();
+        assert_eq!(
+            contents(&mut c),
+            before,
+            "writes after appendonly no are not in the file"
+        );
+    }
+}
