@@ -246,6 +246,9 @@ pub struct Db {
     /// The server's last RDB save failed: with save points and `stop-writes-on-bgsave-error`,
     /// writes (and PING) answer MISCONF until a save succeeds.
     pub rdb_failed: bool,
+    /// The server's last write to its AOF failed (the system's error text): writes (and PING)
+    /// answer MISCONF until a write succeeds.
+    pub aof_error: Option<String>,
 }
 
 /// See [`Db::client_label`].
@@ -296,6 +299,7 @@ impl Db {
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,
             rdb_failed: false,
+            aof_error: None,
             changes: None,
         };
         db.refresh_clock();
@@ -427,6 +431,11 @@ impl Db {
             true
         } else if self.rdb_failed && self.refused_for_disk(spec) {
             w.error(crate::persist::MISCONF_RDB);
+            true
+        } else if self.aof_error.is_some() && (spec.has(flags::WRITE) || spec.name == "ping") {
+            let mut e = b"MISCONF Errors writing to the AOF file: ".to_vec();
+            e.extend_from_slice(self.aof_error.as_deref().unwrap_or_default().as_bytes());
+            w.error(&e);
             true
         } else {
             false

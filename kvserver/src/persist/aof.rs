@@ -577,6 +577,50 @@ const GATHER: Duration = Duration::from_millis(1);
 struct Sizes {
     written: AtomicU64,
     failed: AtomicBool,
+    /// The system's text of the last write error, while writes fail.
+    error: Mutex<Option<String>>,
+}
+
+/// The error text of the AOF's last write, while writes to it fail (Redis's `strerror`).
+pub fn write_error() -> Option<String> {
+    let sizes = crate::global::lock(&SIZES).clone()?;
+    if !sizes.failed.load(Ordering::Relaxed) {
+        return None;
+    }
+    let e = crate::global::lock(&sizes.error).clone();
+    e
+}
+
+/// Appends all of `bytes` to `file`, whose length is `len`; on an error the file is cut back
+/// to `len` (no half command is left in it), or, when that fails too, `bytes` loses what did
+/// reach the file, so a retry never writes anything twice.
+fn append(file: &mut std::fs::File, len: &mut u64, bytes: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut done = 0;
+    let r = loop {
+        if done == bytes.len() {
+            break Ok(());
+        }
+        match file.write(&bytes[done..]) {
+            Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    match r {
+        Ok(()) => {
+            *len += done as u64;
+            bytes.clear();
+            Ok(())
+        }
+        Err(e) => {
+            if done > 0 && file.set_len(*len).is_err() {
+                *len += done as u64;
+                bytes.drain(..done);
+            }
+            Err(e)
+        }
+    }
 }
 
 static SIZES: Mutex<Option<Arc<Sizes>>> = Mutex::new(None);
@@ -597,6 +641,7 @@ pub fn writer_report() -> (u64, bool) {
 /// requests after the sync that covers them. A failed write is retried with the next batch.
 fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes: &Sizes) {
     let mut pending: Vec<u8> = Vec::new();
+    let mut len = file.metadata().map_or(0, |m| m.len());
     let mut unsynced = false;
     let mut last_sync = Instant::now();
     loop {
@@ -627,13 +672,15 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
                 }
                 Msg::Rotate(next_file, done) => {
                     // Everything before the rotation goes to the old file, synced.
-                    let ok = file.write_all(&pending).and_then(|()| file.sync_data());
+                    let ok =
+                        append(&mut file, &mut len, &mut pending).and_then(|()| file.sync_data());
                     if let Err(e) = ok {
                         crate::log!(3, "Error finishing the AOF increment file: {e}");
                     }
                     pending.clear();
                     unsynced = false;
                     file = next_file;
+                    len = file.metadata().map_or(0, |m| m.len());
                     let _ = done.send(());
                 }
             }
@@ -643,13 +690,13 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
             next = rx.try_recv().ok();
         }
         if !pending.is_empty() {
-            match file.write_all(&pending) {
+            let n = pending.len() as u64;
+            match append(&mut file, &mut len, &mut pending) {
                 Ok(()) => {
-                    sizes
-                        .written
-                        .fetch_add(pending.len() as u64, Ordering::Relaxed);
-                    sizes.failed.store(false, Ordering::Relaxed);
-                    pending.clear();
+                    sizes.written.fetch_add(n, Ordering::Relaxed);
+                    if sizes.failed.swap(false, Ordering::Relaxed) {
+                        crate::log!(2, "AOF write error looks solved, the AOF is written again.");
+                    }
                     unsynced = true;
                 }
                 Err(e) => {
@@ -661,6 +708,10 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
                         );
                         std::process::exit(1);
                     }
+                    // The system's words, without Rust's "(os error N)".
+                    let text = e.to_string();
+                    let text = text.split(" (os error").next().unwrap_or("").to_string();
+                    *crate::global::lock(&sizes.error) = Some(text);
                     if !sizes.failed.swap(true, Ordering::Relaxed) {
                         crate::log!(3, "Error writing to the AOF file: {e}");
                     }

@@ -502,6 +502,15 @@ impl Shard {
                 self.after_writes();
                 self.flush_changes();
                 self.ticks.set(self.ticks.get() + 1);
+                // A failing AOF refuses writes here until it is written again (MISCONF).
+                if self.aof.borrow().is_some() {
+                    let e = crate::persist::aof::write_error();
+                    if self.db.borrow().aof_error != e {
+                        self.db.borrow_mut().aof_error = e;
+                    }
+                } else if self.db.borrow().aof_error.is_some() {
+                    self.db.borrow_mut().aof_error = None;
+                }
                 if self.id == 0 && self.ticks.get() % 10 == 0 {
                     crate::persist::cron(self);
                 }

@@ -8,6 +8,7 @@ mod blocking_lists;
 mod clients;
 mod collection_rss;
 mod differential;
+mod disk;
 mod eviction;
 mod hashes;
 mod hostile;
