@@ -171,6 +171,14 @@ impl Db {
         (loaded, expired)
     }
 
+    /// Makes room for `n` more keys in database `db` at once (before loading a file), so
+    /// that its table does not grow step by step on the way.
+    pub fn reserve_keys(&mut self, db: usize, n: usize) {
+        if let Some(ks) = self.dbs.get_mut(db) {
+            ks.reserve(n);
+        }
+    }
+
     /// Stores a key read from a file (replacing any key of that name).
     pub fn load_key(&mut self, k: LoadedKey) {
         let now = self.now;
@@ -178,12 +186,13 @@ impl Db {
             return;
         };
         let field_ttls = matches!(&k.value, Value::Hash(h) if h.has_ttls());
-        ks.set(
-            &k.key,
-            k.value,
-            k.deadline_ms.map_or(Ttl::Clear, Ttl::At),
-            now,
-        );
+        let ttl = k.deadline_ms.map_or(Ttl::Clear, Ttl::At);
+        if ks.holds(&k.key) {
+            ks.set(&k.key, k.value, ttl, now);
+        } else {
+            // The common case while loading: one look at the bucket, no expiry check.
+            ks.insert_absent_at(&k.key, k.value, ttl, now);
+        }
         if field_ttls {
             self.hash_ttl_keys[k.db].insert(k.key.into());
         }

@@ -874,9 +874,10 @@ pub struct LoadStats {
 }
 
 /// Reads a whole RDB file (versions 1 to [`VERSION_MAX`]), checking its CRC-64 first (unless
-/// the file says it has none), and hands each live key to `each`. Nothing is handed over
-/// unless the whole file is sound: the keys are read into memory first, so a caller never
-/// serves half a file. Databases at or past `databases` are refused.
+/// the file says it has none), and hands each live key to `each` as it is read. A file that
+/// turns out damaged past its checksum (or without one) ends in an error after some keys were
+/// handed over: the caller serves nothing of a load that did not return `Ok` (a server
+/// collects the keys, then starts). Databases at or past `databases` are refused.
 pub fn load_file(
     bytes: &[u8],
     limits: Limits,
@@ -914,7 +915,6 @@ pub fn load_file(
     };
     let mut r = Reader::new(&bytes[..body_end]);
     r.pos = 9;
-    let mut keys: Vec<LoadedKey> = Vec::new();
     let mut stats = LoadStats {
         version,
         ..LoadStats::default()
@@ -981,22 +981,21 @@ pub fn load_file(
                 })?;
                 match deadline.take() {
                     Some(ms) if ms <= now_ms => stats.expired += 1,
-                    d => keys.push(LoadedKey {
-                        db,
-                        key,
-                        value,
-                        deadline_ms: d,
-                    }),
+                    d => {
+                        stats.loaded += 1;
+                        each(LoadedKey {
+                            db,
+                            key,
+                            value,
+                            deadline_ms: d,
+                        });
+                    }
                 }
             }
         }
     }
     if r.pos != body_end {
         return Err(fail(r.pos, "data after EOF"));
-    }
-    stats.loaded = keys.len() as u64;
-    for k in keys {
-        each(k);
     }
     Ok(stats)
 }
@@ -1032,15 +1031,20 @@ mod tests {
             [(0, &b"a"[..], None), (0, b"b", Some(5000)), (2, b"c", None)]
         );
         assert_eq!(got[1].value, Value::from_bytes(&[b'x'; 100]));
-        // A flipped byte, a cut file, a database out of range: refused, nothing handed over.
+        // A flipped byte, a cut file: refused by the checksum, nothing handed over.
         let mut bad = bytes.clone();
         bad[20] ^= 1;
         let e = load_file(&bad, Limits::default(), 0, 16, |_| panic!("no key")).unwrap_err();
         assert_eq!(e.what, "wrong RDB checksum");
         let cut = &bytes[..bytes.len() - 12];
         assert!(load_file(cut, Limits::default(), 0, 16, |_| panic!("no key")).is_err());
-        let e = load_file(&bytes, Limits::default(), 0, 2, |_| panic!("no key")).unwrap_err();
+        // A database out of range: refused when it is met (the keys before it were handed
+        // over; the caller drops them with the error).
+        let mut before = 0;
+        let e = load_file(&bytes, Limits::default(), 0, 2, |_| before += 1).unwrap_err();
         assert!(e.what.contains("database 2"), "{e}");
+        // (At time 0 nothing in database 0 has expired: its three keys.)
+        assert_eq!(before, 3);
         // Without a checksum (all zeros), the data alone is checked.
         let mut unchecked = bytes.clone();
         let n = unchecked.len();

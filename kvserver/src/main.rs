@@ -281,6 +281,15 @@ async fn shard_main(
     };
     let _ = tx.send(Ok(actual));
     let mut db = Db::with_config(global.opts.store.clone());
+    let mut per_db = vec![0usize; global.opts.store.databases];
+    for k in &keys {
+        if let Some(c) = per_db.get_mut(k.db) {
+            *c += 1;
+        }
+    }
+    for (i, n) in per_db.into_iter().enumerate() {
+        db.reserve_keys(i, n);
+    }
     for k in keys {
         db.load_key(k);
     }

@@ -114,6 +114,14 @@ impl Keyspace {
         self.main.is_empty()
     }
 
+    /// Makes room for `n` keys at once when empty (a load about to fill it); a table in use
+    /// grows as usual.
+    pub fn reserve(&mut self, n: usize) {
+        if self.main.is_empty() && n > 0 {
+            self.main = Dict::with_capacity(n);
+        }
+    }
+
     /// Number of keys with a deadline.
     pub fn expires_len(&self) -> usize {
         self.expires.len()
@@ -294,11 +302,17 @@ impl Keyspace {
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
     pub fn insert_absent(&mut self, key: &[u8], value: Value, ttl: Ttl) {
+        self.insert_absent_at(key, value, ttl, self.seen_now);
+    }
+
+    /// [`Keyspace::insert_absent`] with its access recorded at `now` (a key loaded from a
+    /// file, with no lookup before it).
+    pub fn insert_absent_at(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
         let at = match ttl {
             Ttl::At(t) => t,
             _ => 0,
         };
-        self.insert_new(key, value, at, self.seen_now);
+        self.insert_new(key, value, at, now);
     }
 
     fn sync_expire(&mut self, key: &[u8], old: u64, new: u64) {

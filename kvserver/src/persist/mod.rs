@@ -422,14 +422,19 @@ fn load_path(
     config: &kvcore::config::Config,
     shards: usize,
 ) -> Result<(Vec<Vec<LoadedKey>>, rdb::LoadStats), String> {
-    let mut by_shard: Vec<Vec<LoadedKey>> = (0..shards).map(|_| Vec::new()).collect();
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok((by_shard, rdb::LoadStats::default()))
+            let none = (0..shards).map(|_| Vec::new()).collect();
+            return Ok((none, rdb::LoadStats::default()));
         }
         Err(e) => return Err(format!("can't read {}: {e}", path.display())),
     };
+    // Room for as many keys as the file could hold at ~24 bytes a key: the lists never
+    // regrow (untouched capacity costs address space only).
+    let guess = bytes.len() / 24 / shards + 16;
+    let mut by_shard: Vec<Vec<LoadedKey>> =
+        (0..shards).map(|_| Vec::with_capacity(guess)).collect();
     let store = kvcore::Db::with_config(config.clone());
     let started = std::time::Instant::now();
     let stats = rdb::load_file(
