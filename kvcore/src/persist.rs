@@ -73,6 +73,12 @@ impl Db {
     /// version its file must declare (12 when a hash has field deadlines, else 10). One
     /// snapshot at a time: a running one is abandoned first.
     pub fn snapshot_begin(&mut self) -> u16 {
+        self.snapshot_begin_as(false)
+    }
+
+    /// [`Db::snapshot_begin`] whose records are RDB records, or (`commands`) the commands that
+    /// recreate each key (an AOF base without the RDB preamble; the version is then moot).
+    pub fn snapshot_begin_as(&mut self, commands: bool) -> u16 {
         self.snapshot_end();
         let now = self.now;
         let limits = self.rdb_limits().list;
@@ -87,7 +93,7 @@ impl Db {
             }
         }
         for (i, ks) in self.dbs.iter_mut().enumerate() {
-            ks.snapshot_begin(i, limits, now);
+            ks.snapshot_begin(i, limits, now, commands);
         }
         version
     }
@@ -122,8 +128,13 @@ impl Db {
     /// Appends the records written so far, each database's after a SELECTDB, to `chunk`.
     pub fn snapshot_drain(&mut self, chunk: &mut Vec<u8>) {
         for ks in &mut self.dbs {
-            if let Some((db, bytes)) = ks.snapshot_output() {
-                rdb::select_db(chunk, db);
+            if let Some((db, bytes, commands)) = ks.snapshot_output() {
+                if commands {
+                    let mut b = itoa::Buffer::new();
+                    crate::changes::encode(chunk, &[b"SELECT", b.format(db).as_bytes()]);
+                } else {
+                    rdb::select_db(chunk, db);
+                }
                 chunk.extend_from_slice(&bytes);
             }
         }

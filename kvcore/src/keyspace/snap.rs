@@ -31,6 +31,8 @@ pub(crate) struct Snap {
     /// The database index the records are written under (the index at the start: a SWAPDB
     /// later moves the keyspace and its snapshot together).
     pub(crate) db: usize,
+    /// Records as commands (an AOF base without the RDB preamble), not RDB records.
+    commands: bool,
     cursor: u64,
     done: bool,
     /// Tables cleared since the start, still to write.
@@ -53,7 +55,13 @@ impl Snap {
     }
 
     fn write(&mut self, node: &KeyNode) {
-        record(&mut self.out, &mut self.version, self.at_ms, node);
+        record(
+            &mut self.out,
+            &mut self.version,
+            self.at_ms,
+            self.commands,
+            node,
+        );
     }
 
     /// Takes a cleared table whose pending nodes are still to be written.
@@ -66,8 +74,11 @@ impl Snap {
 
 /// Writes `node`'s record unless it was past its deadline at the snapshot's moment `at_ms`;
 /// raises `version` to what the record needs.
-fn record(out: &mut Writer, version: &mut u16, at_ms: u64, node: &KeyNode) {
-    if !node.expired(at_ms) {
+fn record(out: &mut Writer, version: &mut u16, at_ms: u64, commands: bool, node: &KeyNode) {
+    if node.expired(at_ms) {
+    } else if commands {
+        crate::changes::key_commands(&mut out.out, node.key(), &node.value, node.expire_at());
+    } else {
         *version = (*version).max(key_record(out, node.key(), &node.value, node.expire_at()));
     }
 }
@@ -76,12 +87,14 @@ fn record(out: &mut Writer, version: &mut u16, at_ms: u64, node: &KeyNode) {
 const STEP_BYTES: usize = 256 << 10;
 
 impl Keyspace {
-    /// Starts a snapshot whose records go under database `db`, at the moment `now_ms`.
+    /// Starts a snapshot whose records (RDB records, or `commands`) go under database `db`, at
+    /// the moment `now_ms`.
     pub(crate) fn snapshot_begin(
         &mut self,
         db: usize,
         list_limits: crate::list::Limits,
         now_ms: u64,
+        commands: bool,
     ) {
         debug_assert!(self.snap.is_none(), "one snapshot at a time");
         self.parity = !self.parity;
@@ -89,6 +102,7 @@ impl Keyspace {
         out.list_limits = list_limits;
         self.snap = Some(Box::new(Snap {
             db,
+            commands,
             cursor: 0,
             done: false,
             frozen: Vec::new(),
@@ -112,13 +126,13 @@ impl Keyspace {
         };
         let mut visited = 0;
         while let Some((table, cursor)) = s.frozen.last_mut() {
-            let (out, at_ms, version) = (&mut s.out, s.at_ms, &mut s.version);
+            let (out, at_ms, version, commands) = (&mut s.out, s.at_ms, &mut s.version, s.commands);
             loop {
                 *cursor = table.scan_mut(*cursor, |n| {
                     visited += 1;
                     if n.mark() != parity {
                         n.set_mark(parity);
-                        record(out, version, at_ms, n);
+                        record(out, version, at_ms, commands, n);
                     }
                 });
                 if *cursor == 0 || visited >= budget || out.out.len() >= STEP_BYTES {
@@ -144,7 +158,7 @@ impl Keyspace {
     }
 
     /// The records written since the last call, with the database index they belong to.
-    pub(crate) fn snapshot_output(&mut self) -> Option<(usize, Vec<u8>)> {
+    pub(crate) fn snapshot_output(&mut self) -> Option<(usize, Vec<u8>, bool)> {
         let s = self.snap.as_deref_mut()?;
         if s.out.out.is_empty() {
             return None;
@@ -153,6 +167,7 @@ impl Keyspace {
         Some((
             s.db,
             std::mem::replace(&mut s.out.out, Vec::with_capacity(cap.min(STEP_BYTES * 2))),
+            s.commands,
         ))
     }
 

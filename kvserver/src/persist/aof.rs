@@ -416,8 +416,13 @@ pub fn start(global: &crate::global::Global) -> Result<(), String> {
                 history: Vec::new(),
             });
             if m.base.is_none() {
-                let base = format!("{name}.1.base.rdb");
-                write_atomically(&dir.join(&base), &empty_rdb())
+                let preamble = config.get("aof-use-rdb-preamble") != Some("no");
+                let (base, bytes) = if preamble {
+                    (format!("{name}.1.base.rdb"), empty_rdb())
+                } else {
+                    (format!("{name}.1.base.aof"), Vec::new())
+                };
+                write_atomically(&dir.join(&base), &bytes)
                     .map_err(|e| format!("can't write {base}: {e}"))?;
                 crate::log!(2, "Creating AOF base file {base} on server start");
                 m.base = Some(base);
@@ -486,7 +491,12 @@ pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
     let incr_seq = old.incr.last().map_or(0, |l| l.1) + 1;
     let base_seq = old.base_seq + 1;
     let new_incr = format!("{name}.{incr_seq}.incr.aof");
-    let new_base = format!("{name}.{base_seq}.base.rdb");
+    let preamble = config.get("aof-use-rdb-preamble") != Some("no");
+    let new_base = if preamble {
+        format!("{name}.{base_seq}.base.rdb")
+    } else {
+        format!("{name}.{base_seq}.base.aof")
+    };
     let next = open_append(&dir.join(&new_incr))?;
     let started = Instant::now();
     for s in 0..shard.n {
@@ -537,8 +547,15 @@ pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
         return Err(e);
     }
     let aux = vec![("redis-bits", b"64".to_vec()), ("aof-base", b"1".to_vec())];
-    let written =
-        super::snapshot::write(shard, dir.join(&new_base), aux, super::Cut::Release, || {}).await?;
+    let written = super::snapshot::write_as(
+        shard,
+        dir.join(&new_base),
+        aux,
+        super::Cut::Release,
+        !preamble,
+        || {},
+    )
+    .await?;
     let incr = if start || aof_on {
         vec![(new_incr, incr_seq)]
     } else {

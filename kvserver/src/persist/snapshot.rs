@@ -81,6 +81,19 @@ pub async fn write(
     cut: Cut,
     on_cut: impl FnOnce(),
 ) -> Result<Written, String> {
+    write_as(shard, path, aux, cut, false, on_cut).await
+}
+
+/// [`write`] of an RDB file, or (`commands`) of the commands that recreate every key (an AOF
+/// base without the RDB preamble: no header, no checksum).
+pub async fn write_as(
+    shard: &Shard,
+    path: PathBuf,
+    aux: Vec<(&'static str, Vec<u8>)>,
+    cut: Cut,
+    commands: bool,
+    on_cut: impl FnOnce(),
+) -> Result<Written, String> {
     let n = shard.n;
     let (tx, rx) = mpsc::channel::<Piece>();
     let flow = Arc::new(Flow::default());
@@ -90,7 +103,7 @@ pub async fn write(
         .name("rdb-writer".into())
         .spawn(move || {
             lowest_priority();
-            let r = write_file(&path, rx, n, &writer_flow);
+            let r = write_file(&path, rx, n, commands, &writer_flow);
             writer_flow.failed.store(r.is_err(), Ordering::Relaxed);
             let _ = done_tx.send(r);
         })
@@ -103,7 +116,7 @@ pub async fn write(
     let (step_tx, step_flow) = (tx.clone(), flow.clone());
     let begun = everywhere(shard, move |sh| {
         let mut db = sh.db.borrow_mut();
-        let version = db.snapshot_begin();
+        let version = db.snapshot_begin_as(commands);
         let dirty = db.stats.dirty;
         drop(db);
         walk(sh, step_tx.clone(), step_flow.clone());
@@ -117,7 +130,12 @@ pub async fn write(
     }
     on_cut();
     let version = begun.iter().map(|b| b.0).max().unwrap_or(rdb::VERSION_BASE);
-    let _ = tx.send(Piece::Header(rdb::file_header(version, &aux)));
+    let header = if commands {
+        Vec::new()
+    } else {
+        rdb::file_header(version, &aux)
+    };
+    let _ = tx.send(Piece::Header(header));
     drop(tx);
     let bytes = done_rx
         .await
@@ -205,6 +223,7 @@ fn write_file(
     path: &Path,
     rx: mpsc::Receiver<Piece>,
     shards: usize,
+    commands: bool,
     flow: &Flow,
 ) -> Result<u64, String> {
     let dir = match path.parent() {
@@ -246,7 +265,11 @@ fn write_file(
         if !started || done < shards {
             return Ok(Err("the snapshot stopped before its end".into()));
         }
-        let end = rdb::file_end(digest);
+        let end = if commands {
+            Vec::new()
+        } else {
+            rdb::file_end(digest).to_vec()
+        };
         f.write_all(&end)?;
         let f = f.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;

@@ -543,3 +543,65 @@ fn config_set_appendonly_turns_the_aof_on_and_off() {
         );
     }
 }
+
+/// `aof-use-rdb-preamble no`: the base is commands (RESP), written from the same snapshot;
+/// restarts, Debian's checker and Debian's redis-server all read it.
+#[test]
+fn a_base_without_the_rdb_preamble_is_commands() {
+    let dir = TempDir::new("aof-commands-base");
+    let args = [
+        "--threads",
+        "2",
+        "--dir",
+        dir.path(),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+        "--aof-use-rdb-preamble",
+        "no",
+        "--save",
+        "",
+    ];
+    let server = Server::start(&args);
+    let mut c = server.client();
+    fill(&mut c);
+    let r: String = q(&mut c, &["BGREWRITEAOF"]);
+    assert_eq!(r, "Background append only file rewriting started");
+    wait_info(&mut c, "aof_rewrites", "1");
+    churn(&mut c);
+    let before = contents(&mut c);
+    drop(server);
+    let text = std::fs::read_to_string(manifest(dir.path())).unwrap();
+    assert!(
+        text.starts_with("file appendonly.aof.2.base.aof seq 2 type b\n"),
+        "{text}"
+    );
+    let base = std::fs::read(Path::new(dir.path()).join("appendonlydir/appendonly.aof.2.base.aof"))
+        .unwrap();
+    assert!(
+        base.starts_with(b"*2\r\n$6\r\nSELECT\r\n"),
+        "a base of commands"
+    );
+    let check = Command::new("redis-check-aof")
+        .arg(manifest(dir.path()))
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let server = Server::start(&args);
+    let mut c = server.client();
+    assert_eq!(contents(&mut c), before);
+    drop(server);
+    let (mut child, mut r, _) = redis_server_with(
+        dir.path(),
+        "dump.rdb",
+        &["--appendonly", "yes", "--aof-use-rdb-preamble", "no"],
+    );
+    assert_eq!(contents(&mut r), before, "redis-server loading our AOF");
+    let _ = child.kill();
+    let _ = child.wait();
+}
