@@ -53,7 +53,13 @@ const ENC_LZF: u8 = 3;
 const QUICKLIST_PLAIN: u64 = 1;
 const QUICKLIST_PACKED: u64 = 2;
 
-static CRC64: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+// Slice-by-16 tables: a whole file's checksum at several GB/s rather than a few hundred MB/s
+// (the writer of a 10M-key snapshot shares its core with a shard).
+static CRC64: crc::Crc<u64, crc::Table<16>> =
+    crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
+
+/// A running CRC-64 of a file being written (see [`file_digest`]).
+pub type FileDigest = crc::Digest<'static, u64, crc::Table<16>>;
 
 /// Redis's CRC-64 of `bytes`.
 pub fn crc64(bytes: &[u8]) -> u64 {
@@ -819,13 +825,13 @@ pub fn select_db(out: &mut Vec<u8>, db: usize) {
 }
 
 /// A running CRC-64 of a file being written: feed it every byte before [`file_end`].
-pub fn file_digest() -> crc::Digest<'static, u64> {
+pub fn file_digest() -> FileDigest {
     CRC64.digest()
 }
 
 /// The end of a file: EOF and the checksum of every byte before it (`digest` fed with all of
 /// them; the EOF byte is added here).
-pub fn file_end(mut digest: crc::Digest<'static, u64>) -> [u8; 9] {
+pub fn file_end(mut digest: FileDigest) -> [u8; 9] {
     digest.update(&[OP_EOF]);
     let mut end = [OP_EOF; 9];
     end[1..].copy_from_slice(&digest.finalize().to_le_bytes());

@@ -27,7 +27,7 @@ use crate::shard::locks::EVERY_KEY;
 use crate::shard::Shard;
 
 /// Keys a shard walks per step between its batches.
-const STEP_KEYS: usize = 512;
+const STEP_KEYS: usize = 256;
 /// Time the clients get per unit of snapshot work while they have work (see [`give_way`]).
 const GIVE_WAY: u32 = 4;
 /// A pass over the ready tasks shorter than this means the shard is otherwise idle.
