@@ -67,6 +67,9 @@ pub async fn run<G: Future<Output = ()>>(
             return Outcome::Answered;
         }
     };
+    // What it pops may be logged by another shard: under `appendfsync always` the reply waits
+    // for a sync that covers it (the serving shard hands its change over before waking us).
+    shard.note_remote_writes();
     let deadline = (call.timeout_ms > 0)
         .then(|| tokio::time::Instant::now() + Duration::from_millis(call.timeout_ms));
     let mut wait = Wait {

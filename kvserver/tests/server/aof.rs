@@ -315,8 +315,14 @@ fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
                         if r.is_err() {
                             return;
                         }
-                        let r: redis::RedisResult<i64> =
-                            redis::cmd("INCR").arg(format!("n{t}")).query(&mut c);
+                        // A transaction over keys of (likely) two shards.
+                        let r: redis::RedisResult<(i64, i64)> = redis::pipe()
+                            .atomic()
+                            .cmd("INCR")
+                            .arg(format!("n{t}"))
+                            .cmd("INCR")
+                            .arg(format!("m{t}"))
+                            .query(&mut c);
                         if r.is_err() {
                             return;
                         }
@@ -356,22 +362,30 @@ fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
             let g = vals[0].unwrap_or(0);
             let n: Option<u64> = q(&mut c, &["GET", &format!("n{t}")]);
             let n = n.unwrap_or(0);
+            let m: Option<u64> = q(&mut c, &["GET", &format!("m{t}")]);
+            let m = m.unwrap_or(0);
             assert!(
-                g <= hi && n <= hi,
-                "round {round}, writer {t}: {g}/{n} past {hi}"
+                g <= hi && n <= hi && m <= hi,
+                "round {round}, writer {t}: {g}/{n}/{m} past {hi}"
             );
-            lost += lo.saturating_sub(g.min(n));
+            lost += lo.saturating_sub(g.min(n).min(m));
             if fsync == "always" {
                 assert!(
-                    g >= lo && n >= lo,
-                    "round {round}, writer {t}: MSET {g} / INCR {n} older than acknowledged {lo}"
+                    g >= lo && n >= lo && m >= lo,
+                    "round {round}, writer {t}: MSET {g} / EXEC {n},{m} older than acknowledged {lo}"
                 );
             }
             // The next round starts from what survived.
-            acked_total[t] = g.max(n);
+            acked_total[t] = g.max(n).max(m);
             let _: () = q(
                 &mut c,
-                &["SET", &format!("n{t}"), &acked_total[t].to_string()],
+                &[
+                    "MSET",
+                    &format!("n{t}"),
+                    &acked_total[t].to_string(),
+                    &format!("m{t}"),
+                    &acked_total[t].to_string(),
+                ],
             );
             let _: () = q(
                 &mut c,
@@ -604,4 +618,47 @@ fn a_base_without_the_rdb_preamble_is_commands() {
     assert_eq!(contents(&mut r), before, "redis-server loading our AOF");
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// `auto-aof-rewrite-percentage` / `auto-aof-rewrite-min-size`: once the file grew past the
+/// minimum by the percentage over its size after the last rewrite, a rewrite starts by itself.
+#[test]
+fn the_aof_rewrites_itself_as_it_grows() {
+    let dir = TempDir::new("aof-auto");
+    let server = Server::start(&[
+        "--threads",
+        "2",
+        "--dir",
+        dir.path(),
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--auto-aof-rewrite-percentage",
+        "100",
+        "--auto-aof-rewrite-min-size",
+        "16kb",
+    ]);
+    let mut c = server.client();
+    let value = "v".repeat(100);
+    for i in 0..400 {
+        let _: () = q(&mut c, &["SET", &format!("k{}", i % 50), &value]);
+    }
+    wait_info(&mut c, "aof_rewrites", "1");
+    assert_eq!(
+        server
+            .log_lines_with("Starting automatic rewriting of AOF on")
+            .len(),
+        1
+    );
+    // After the rewrite the file is the 50 keys, far below what it grew to.
+    let info: String = q(&mut c, &["INFO", "persistence"]);
+    let size: u64 = info
+        .split("aof_current_size:")
+        .nth(1)
+        .and_then(|t| t.split("\r\n").next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(size < 16 * 1024, "{size}");
 }
