@@ -82,6 +82,36 @@ impl Db {
         Some(std::mem::replace(&mut log.out, Vec::with_capacity(cap)))
     }
 
+    /// Opens a transaction in the log: what is logged until [`Db::log_tx_end`] goes between
+    /// MULTI and EXEC, so a loader applies all of it or (the file torn inside) none. Returns
+    /// the mark to end it with; `None` when nothing is logged. `db`: the database the
+    /// transaction starts in (selected before the MULTI, as Redis logs it).
+    pub fn log_tx_begin(&mut self, db: usize) -> Option<(usize, Option<usize>, usize)> {
+        let log = self.changes.as_deref_mut()?;
+        let mark = (log.out.len(), log.db);
+        if log.db != Some(db) {
+            let mut b = itoa::Buffer::new();
+            encode(&mut log.out, &[b"SELECT", b.format(db).as_bytes()]);
+            log.db = Some(db);
+        }
+        encode(&mut log.out, &[b"MULTI"]);
+        Some((mark.0, mark.1, log.out.len()))
+    }
+
+    /// Closes what [`Db::log_tx_begin`] opened: EXEC, or nothing at all when the
+    /// transaction logged nothing.
+    pub fn log_tx_end(&mut self, mark: Option<(usize, Option<usize>, usize)>) {
+        let (Some((at, db, opened)), Some(log)) = (mark, self.changes.as_deref_mut()) else {
+            return;
+        };
+        if log.out.len() == opened {
+            log.out.truncate(at);
+            log.db = db;
+        } else {
+            encode(&mut log.out, &[b"EXEC"]);
+        }
+    }
+
     /// Logs a command the host ran itself (a command spanning shards, logged once, whole, by
     /// the shard that coordinated it).
     pub fn log_change(&mut self, db: usize, args: &[&[u8]]) {

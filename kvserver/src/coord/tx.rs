@@ -284,10 +284,14 @@ fn keys_free(sh: &Shard, session: &Session, queue: &Queue, watched: &[LockKey]) 
 fn run_all(sh: &Shard, session: &mut Session, queue: &Queue, out: &mut Vec<u8>) {
     array_len(out, queue.len());
     sh.holding_wakes.set(true);
+    // Logged between MULTI and EXEC (what was logged before goes first, on its own).
+    sh.flush_changes();
+    let mark = sh.db.borrow_mut().log_tx_begin(session.db);
     for args in queue.iter() {
         let spec = commands::lookup(args[0]);
         sh.execute(session, spec, &args, out);
     }
+    sh.db.borrow_mut().log_tx_end(mark);
     sh.holding_wakes.set(false);
     sh.serve_deferred();
 }

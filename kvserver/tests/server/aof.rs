@@ -662,3 +662,46 @@ fn the_aof_rewrites_itself_as_it_grows() {
         .unwrap();
     assert!(size < 16 * 1024, "{size}");
 }
+
+/// A transaction on one shard is logged between MULTI and EXEC (a loader applies all of it or
+/// none); one that changed nothing logs nothing.
+#[test]
+fn a_transaction_is_logged_whole() {
+    let dir = TempDir::new("aof-tx");
+    let args = [
+        "--threads",
+        "1",
+        "--dir",
+        dir.path(),
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ];
+    let server = Server::start(&args);
+    let mut c = server.client();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg("a")
+        .arg("1")
+        .cmd("SET")
+        .arg("b")
+        .arg("2")
+        .query(&mut c)
+        .unwrap();
+    let _: (Option<String>,) = redis::pipe()
+        .atomic()
+        .cmd("GET")
+        .arg("a")
+        .query(&mut c)
+        .unwrap();
+    drop(server);
+    let incr = std::fs::read(Path::new(dir.path()).join("appendonlydir/appendonly.aof.1.incr.aof"))
+        .unwrap();
+    let text = String::from_utf8_lossy(&incr);
+    assert_eq!(text.matches("MULTI").count(), 1, "{text}");
+    assert!(text.contains("$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*1\r\n$4\r\nEXEC\r\n"), "{text}");
+}
