@@ -527,15 +527,8 @@ mod tests {
 
     #[test]
     fn replaying_the_log_later_gives_the_same_state() {
-        let rng = std::cell::Cell::new(0x2545_f491_4f6c_dd1du64);
-        let next = |n: u64| {
-            let mut r = rng.get();
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            rng.set(r);
-            r % n
-        };
+        let rng = crate::testutil::Rng::new(0x2545_f491_4f6c_dd1d);
+        let next = |n: u64| rng.below(n);
         let mut now = 1_000_000u64;
         let mut a = Db::new();
         a.set_clock(crate::Clock::Manual(now));

@@ -49,6 +49,8 @@ pub mod persist;
 pub mod rdb;
 pub mod set;
 pub mod telemetry;
+#[cfg(test)]
+mod testutil;
 pub mod value;
 pub mod watch;
 pub mod zset;

@@ -382,15 +382,8 @@ mod tests {
 
     #[test]
     fn random_changes_during_snapshots_never_leak_into_them() {
-        let rng = std::cell::Cell::new(0x9e37_79b9_7f4a_7c15u64);
-        let next = |n: u64| {
-            let mut r = rng.get();
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            rng.set(r);
-            r % n
-        };
+        let rng = crate::testutil::Rng::new(0x9e37_79b9_7f4a_7c15);
+        let next = |n: u64| rng.below(n);
         let mut db = Db::new();
         let mut now = 10_000;
         db.set_clock(crate::Clock::Manual(now));

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::persistence::{contents, fill, q, redis_server_with, TempDir};
+use crate::persistence::{contents, fill, q, redis_server_with, wait_info, TempDir};
 use crate::support::Server;
 
 /// Writes that the log must turn into what they did: relative times, chance, floats,
@@ -406,18 +406,6 @@ fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
         );
     }
     lost
-}
-
-/// Polls INFO persistence until `field` shows `value`.
-fn wait_info(c: &mut redis::Connection, field: &str, value: &str) -> String {
-    for _ in 0..1000 {
-        let info: String = q(c, &["INFO", "persistence"]);
-        if info.contains(&format!("{field}:{value}\r\n")) {
-            return info;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("{field} never became {value}");
 }
 
 /// BGREWRITEAOF while clients write over every shard: afterwards the manifest names one new

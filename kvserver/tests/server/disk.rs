@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::persistence::{q, TempDir};
+use crate::persistence::{q, wait_info, TempDir};
 use crate::support::Server;
 
 /// A tmpfs of `mb` megabytes mounted on a fresh directory, unmounted on drop (then the
@@ -68,17 +68,6 @@ fn raw(c: &mut redis::Connection, args: &[&[u8]]) -> redis::RedisResult<redis::V
         cmd.arg(*a);
     }
     cmd.query(c)
-}
-
-fn wait_info(c: &mut redis::Connection, field: &str, value: &str) {
-    for _ in 0..1000 {
-        let info: String = q(c, &["INFO", "persistence"]);
-        if info.contains(&format!("{field}:{value}\r\n")) {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    panic!("{field} never became {value}");
 }
 
 fn files(dir: &str) -> Vec<String> {

@@ -618,3 +618,15 @@ fn bgsave_during_writes_is_the_state_at_one_moment() {
         .count();
     assert_eq!(size as usize, 30000 + GROUP * groups);
 }
+
+/// Polls INFO persistence until `field` shows `value`; returns the section.
+pub(crate) fn wait_info(c: &mut redis::Connection, field: &str, value: &str) -> String {
+    for _ in 0..1000 {
+        let info: String = q(c, &["INFO", "persistence"]);
+        if info.contains(&format!("{field}:{value}\r\n")) {
+            return info;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{field} never became {value}");
+}
