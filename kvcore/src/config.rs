@@ -115,7 +115,7 @@ pub static PARAMS: &[Param] = &[
         [],
         Kind::Enum(&["always", "everysec", "no"]),
         "everysec",
-        false
+        true
     ),
     p!("appenddirname", [], Kind::Text, "appendonlydir", false),
     p!("appendfilename", [], Kind::Text, "appendonly.aof", false),

@@ -44,7 +44,10 @@ pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
                 // Turning the AOF on or off is the server's work, whatever the shards.
                 || (args.len() >= 2
                     && is(args[1], "SET")
-                    && args[2..].iter().step_by(2).any(|a| is(a, "appendonly")))
+                    && args[2..]
+                        .iter()
+                        .step_by(2)
+                        .any(|a| is(a, "appendonly") || is(a, "appendfsync")))
         }
         _ => n > 1 && spec.has(flags::ALL_KEYS),
     }
@@ -248,6 +251,7 @@ pub async fn run(
             .await;
             if is(name, "CONFIG") {
                 crate::persist::appendonly_changed(shard).await;
+                crate::persist::aof::fsync_changed(shard).await;
             }
         }
         w.out.extend_from_slice(&local);

@@ -58,6 +58,8 @@ pub enum Msg {
     Sync(oneshot::Sender<()>),
     /// Write and sync everything, answer, and end.
     Stop(mpsc::Sender<()>),
+    /// Sync as this policy says from now on (CONFIG SET appendfsync).
+    Policy(Fsync),
     /// Write and sync everything into the current file, then append to this one.
     Rotate(std::fs::File, oneshot::Sender<()>),
 }
@@ -656,7 +658,7 @@ pub fn writer_report() -> (u64, bool) {
 
 /// The writer thread: appends what the shards send, syncs as the policy says, answers sync
 /// requests after the sync that covers them. A failed write is retried with the next batch.
-fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes: &Sizes) {
+fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, mut fsync: Fsync, sizes: &Sizes) {
     let mut pending: Vec<u8> = Vec::new();
     let mut len = file.metadata().map_or(0, |m| m.len());
     let mut unsynced = false;
@@ -687,6 +689,7 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
                     stop = Some(done);
                     break;
                 }
+                Msg::Policy(p) => fsync = p,
                 Msg::Rotate(next_file, done) => {
                     // Everything before the rotation goes to the old file, synced.
                     let ok =
@@ -772,6 +775,37 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, fsync: Fsync, sizes:
     }
     let _ = file.write_all(&pending);
     let _ = file.sync_data();
+}
+
+/// CONFIG SET appendfsync: the writer, then every shard, take the new policy (the writer
+/// first, so that it answers the sync requests `always` sends from then on).
+pub async fn fsync_changed(shard: &Shard) {
+    let want = Fsync::parse(
+        shard
+            .db
+            .borrow()
+            .config
+            .get("appendfsync")
+            .unwrap_or("everysec"),
+    );
+    {
+        let mut global = crate::global::lock(&shard.global.aof.link);
+        let Some(link) = global.as_mut() else {
+            return;
+        };
+        if link.fsync == want {
+            return;
+        }
+        let _ = link.tx.send(Msg::Policy(want));
+        link.fsync = want;
+    }
+    crate::admin::everywhere(shard, move |sh| {
+        sh.flush_changes();
+        if let Some(l) = sh.aof.borrow_mut().as_mut() {
+            l.fsync = want;
+        }
+    })
+    .await;
 }
 
 /// Turns the AOF off at run time (CONFIG SET appendonly no): with every key of every shard

@@ -693,3 +693,40 @@ fn a_transaction_is_logged_whole() {
     assert_eq!(text.matches("MULTI").count(), 1, "{text}");
     assert!(text.contains("$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n*1\r\n$4\r\nEXEC\r\n"), "{text}");
 }
+
+/// CONFIG SET appendfsync at run time: the writer and every shard take the new policy, and
+/// writes go on under each (INFO and CONFIG GET show it).
+#[test]
+fn config_set_appendfsync_at_run_time() {
+    let dir = TempDir::new("aof-policy");
+    let args = [
+        "--threads",
+        "2",
+        "--dir",
+        dir.path(),
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+    ];
+    let server = Server::start(&args);
+    let mut c = server.client();
+    for (i, policy) in ["always", "no", "everysec", "always"].iter().enumerate() {
+        let _: () = q(&mut c, &["CONFIG", "SET", "appendfsync", policy]);
+        let got: Vec<String> = q(&mut c, &["CONFIG", "GET", "appendfsync"]);
+        assert_eq!(got[1], *policy);
+        let _: () = q(
+            &mut c,
+            &["MSET", &format!("a{i}"), "1", &format!("b{i}"), "2"],
+        );
+        let _: i64 = q(&mut c, &["INCR", "n"]);
+    }
+    // A kill -9 right after the last writes, under always: all there.
+    drop(server);
+    let server = Server::start(&args);
+    let mut c = server.client();
+    let n: i64 = q(&mut c, &["GET", "n"]);
+    assert_eq!(n, 4);
+    let v: Vec<Option<String>> = q(&mut c, &["MGET", "a3", "b3"]);
+    assert_eq!(v, [Some("1".into()), Some("2".into())]);
+}
