@@ -32,6 +32,8 @@ pub fn is_special(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
                         || is(args[1], "QUICKLIST-PACKED-THRESHOLD")))
         }
         "memory" => args.len() == 2 && ["STATS", "DOCTOR", "PURGE"].iter().any(|s| is(args[1], s)),
+        // With save points, FLUSHALL also writes the (empty) file, whatever the shards.
+        "flushall" => true,
         "client" => {
             args.len() >= 2
                 && ["LIST", "INFO", "KILL", "PAUSE", "UNPAUSE"]
@@ -287,6 +289,13 @@ pub async fn run(
             shard.note_remote_writes();
         }
         unlock_everything(shard).await;
+        // As Redis: with save points, FLUSHALL writes the file now, so that a restart does not
+        // bring back what it removed (inside a transaction, which holds every lock, the next
+        // background save does).
+        let points = !shard.db.borrow().config.save_points().is_empty();
+        if is(name, "FLUSHALL") && local.starts_with(b"+") && points {
+            crate::persist::save_after_flush(shard, locks_held()).await;
+        }
         w.out.extend_from_slice(&local);
     } else if is(name, "SWAPDB") {
         // Every shard swaps its part (each checks the arguments the same way), then serves the

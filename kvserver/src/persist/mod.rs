@@ -206,6 +206,20 @@ pub async fn start_bgsave(shard: &Shard) -> bool {
     true
 }
 
+/// FLUSHALL with save points: the file written at once (after a save that runs), as Redis
+/// writes it in FLUSHALL; `held`: a transaction holds every lock, so a background save is
+/// scheduled instead.
+pub async fn save_after_flush(shard: &Shard, held: bool) {
+    if held {
+        shard.global.rdb.scheduled.store(true, Ordering::Relaxed);
+        return;
+    }
+    claim_when_free(shard).await;
+    if let Err(e) = run_save(shard, Cut::Lock, false, || {}).await {
+        crate::log!(3, "Failed saving the DB after FLUSHALL: {e}");
+    }
+}
+
 /// BGSAVE [SCHEDULE].
 pub async fn bgsave(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
     let schedule = match args.get(1) {

@@ -630,3 +630,33 @@ pub(crate) fn wait_info(c: &mut redis::Connection, field: &str, value: &str) -> 
     }
     panic!("{field} never became {value}");
 }
+
+/// With save points, FLUSHALL writes the (empty) file at once, as Redis does: a restart does
+/// not bring the flushed keys back. Without save points it writes nothing.
+#[test]
+fn flushall_with_save_points_writes_the_file() {
+    for n in ["1", "2"] {
+        let dir = TempDir::new(&format!("flushall{n}"));
+        let file = Path::new(dir.path()).join("dump.rdb");
+        let args = ["--threads", n, "--dir", dir.path(), "--save", "3600 1"];
+        let server = Server::start(&args);
+        let mut c = server.client();
+        let _: () = q(&mut c, &["SET", "a", "1"]);
+        let _: () = q(&mut c, &["SAVE"]);
+        let _: () = q(&mut c, &["FLUSHALL"]);
+        let info: String = q(&mut c, &["INFO", "persistence"]);
+        assert!(info.contains("rdb_saves:2\r\n"), "{info}");
+        drop(server);
+        let server = Server::start(&args);
+        let mut c = server.client();
+        assert_eq!(q::<i64>(&mut c, &["DBSIZE"]), 0, "{n} shards");
+        assert!(file.exists());
+        drop(server);
+        let server = Server::start(&["--threads", n, "--dir", dir.path(), "--save", ""]);
+        let mut c = server.client();
+        let _: () = q(&mut c, &["SET", "b", "1"]);
+        let _: () = q(&mut c, &["FLUSHALL"]);
+        let info: String = q(&mut c, &["INFO", "persistence"]);
+        assert!(info.contains("rdb_saves:0\r\n"), "{info}");
+    }
+}
