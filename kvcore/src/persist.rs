@@ -22,6 +22,14 @@ because this instance is configured to report errors during writes if RDB snapsh
 error.";
 
 impl Db {
+    /// Per database: keys stored and keys with a deadline.
+    pub fn db_sizes(&self) -> Vec<(u64, u64)> {
+        self.dbs
+            .iter()
+            .map(|ks| (ks.len() as u64, ks.expires_len() as u64))
+            .collect()
+    }
+
     /// Keys stored in every database, expired ones not yet collected included.
     pub fn key_count(&self) -> usize {
         self.dbs.iter().map(|ks| ks.len()).sum()
@@ -107,6 +115,12 @@ impl Db {
     /// since the last call (by the walk, or for keys about to change) to `chunk`. Returns true
     /// when the snapshot is complete: it has then ended, and `chunk` holds its last records.
     pub fn snapshot_step(&mut self, budget: usize, chunk: &mut Vec<u8>) -> bool {
+        self.snapshot_step_counted(budget, chunk).0
+    }
+
+    /// [`Db::snapshot_step`], also returning the keys it visited (INFO
+    /// `current_save_keys_processed`).
+    pub fn snapshot_step_counted(&mut self, budget: usize, chunk: &mut Vec<u8>) -> (bool, usize) {
         let mut left = budget.max(1);
         let mut done = true;
         for ks in &mut self.dbs {
@@ -122,7 +136,7 @@ impl Db {
         if done {
             self.snapshot_end();
         }
-        done
+        (done, budget.max(1) - left)
     }
 
     /// Appends the records written so far, each database's after a SELECTDB, to `chunk`.

@@ -824,6 +824,20 @@ pub fn select_db(out: &mut Vec<u8>, db: usize) {
     *out = w.out;
 }
 
+/// Appends a SELECTDB of `db` and a RESIZEDB with its counts of keys and of keys with a
+/// deadline: hints a loader sizes its tables from (a snapshot writes them at its start).
+pub fn resize_hint(out: &mut Vec<u8>, db: usize, keys: u64, expires: u64) {
+    select_db(out, db);
+    let mut w = Writer {
+        out: std::mem::take(out),
+        ..Writer::new()
+    };
+    w.out.push(OP_RESIZEDB);
+    w.length(keys);
+    w.length(expires);
+    *out = w.out;
+}
+
 /// A running CRC-64 of a file being written: feed it every byte before [`file_end`].
 pub fn file_digest() -> FileDigest {
     CRC64.digest()

@@ -48,6 +48,8 @@ pub struct RdbState {
     pub last_try: AtomicU64,
     /// Keys at the running save's moment.
     pub keys_total: AtomicU64,
+    /// Keys the running save's walk has visited.
+    pub keys_processed: AtomicU64,
     /// Unix seconds of the last successful save (start time before any).
     pub last_save: AtomicU64,
     /// Saves done since start (INFO `rdb_saves`).
@@ -65,6 +67,7 @@ impl Default for RdbState {
             last_secs: AtomicI64::new(-1),
             last_try: AtomicU64::new(0),
             keys_total: AtomicU64::new(0),
+            keys_processed: AtomicU64::new(0),
             last_save: AtomicU64::new(unix_secs()),
             saves: AtomicU64::new(0),
             failed: AtomicBool::new(false),
@@ -124,6 +127,7 @@ async fn run_save(
         .iter()
         .sum();
     g.rdb.keys_total.store(keys as u64, Ordering::Relaxed);
+    g.rdb.keys_processed.store(0, Ordering::Relaxed);
     let path = file_of(&shard.db.borrow().config);
     let started = std::time::Instant::now();
     let r = snapshot::write(shard, path, aux_fields(), cut, on_cut).await;
@@ -557,7 +561,12 @@ pub fn info_section(shard: &Shard, dirty: u64) -> String {
     } else {
         0
     };
-    line("current_save_keys_processed", &0);
+    let processed = if running {
+        r.keys_processed.load(Ordering::Relaxed).min(keys_total)
+    } else {
+        0
+    };
+    line("current_save_keys_processed", &processed);
     line("current_save_keys_total", &keys_total);
     line("rdb_changes_since_last_save", &dirty);
     line("rdb_bgsave_in_progress", &u8::from(running));

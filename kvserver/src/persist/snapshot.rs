@@ -116,11 +116,12 @@ pub async fn write_as(
     let (step_tx, step_flow) = (tx.clone(), flow.clone());
     let begun = everywhere(shard, move |sh| {
         let mut db = sh.db.borrow_mut();
+        let sizes = db.db_sizes();
         let version = db.snapshot_begin_as(commands);
         let dirty = db.stats.dirty;
         drop(db);
         walk(sh, step_tx.clone(), step_flow.clone());
-        (version, dirty)
+        (version, dirty, sizes)
     })
     .await;
     if cut != Cut::Held {
@@ -133,7 +134,25 @@ pub async fn write_as(
     let header = if commands {
         Vec::new()
     } else {
-        rdb::file_header(version, &aux)
+        let mut h = rdb::file_header(version, &aux);
+        // Each database's counts at the cut, summed over the shards: Redis sizes its tables
+        // from them when it loads the file.
+        let mut sizes: Vec<(u64, u64)> = Vec::new();
+        for b in &begun {
+            if sizes.len() < b.2.len() {
+                sizes.resize(b.2.len(), (0, 0));
+            }
+            for (s, d) in sizes.iter_mut().zip(&b.2) {
+                s.0 += d.0;
+                s.1 += d.1;
+            }
+        }
+        for (db, (keys, expires)) in sizes.into_iter().enumerate() {
+            if keys > 0 {
+                rdb::resize_hint(&mut h, db, keys, expires);
+            }
+        }
+        h
     };
     let _ = tx.send(Piece::Header(header));
     drop(tx);
@@ -163,7 +182,14 @@ fn walk(sh: &Shard, tx: mpsc::Sender<Piece>, flow: Arc<Flow>) {
             }
             let mut chunk = Vec::new();
             let started = Instant::now();
-            let done = me.db.borrow_mut().snapshot_step(STEP_KEYS, &mut chunk);
+            let (done, visited) = me
+                .db
+                .borrow_mut()
+                .snapshot_step_counted(STEP_KEYS, &mut chunk);
+            me.global
+                .rdb
+                .keys_processed
+                .fetch_add(visited as u64, Ordering::Relaxed);
             let spent = started.elapsed();
             if !chunk.is_empty() {
                 flow.in_flight.fetch_add(chunk.len(), Ordering::Relaxed);
