@@ -44,16 +44,10 @@ impl ChangeLog {
 
 /// Appends `args` to `out` as a RESP multibulk.
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    let mut b = itoa::Buffer::new();
-    out.push(b'*');
-    out.extend_from_slice(b.format(args.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
+    let mut w = crate::resp::ReplyWriter::new(out, crate::resp::Proto::Resp2);
+    w.array_len(args.len());
     for a in args {
-        out.push(b'$');
-        out.extend_from_slice(b.format(a.len()).as_bytes());
-        out.extend_from_slice(b"\r\n");
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        w.bulk(a);
     }
 }
 
@@ -248,22 +242,15 @@ fn redo(name: &str, args: &[&[u8]], reply: &[u8], now: u64) -> Redo {
                 deadline(unit, false, args[2], now),
             ])
         }
-        "expire" | "pexpire" | "expireat" => {
-            let unit = if name == "pexpire" { 1 } else { 1000 };
+        // The key's or (H...) its fields' deadline, always absolute and in milliseconds.
+        "expire" | "pexpire" | "expireat" | "hexpire" | "hpexpire" | "hexpireat" => {
+            let field = name.starts_with('h');
+            let unit = if name.ends_with("pexpire") { 1 } else { 1000 };
+            let to: &[u8] = if field { b"HPEXPIREAT" } else { b"PEXPIREAT" };
             let mut cmd = vec![
-                b"PEXPIREAT".to_vec(),
+                to.to_vec(),
                 args[1].to_vec(),
-                deadline(unit, name == "expireat", args[2], now),
-            ];
-            cmd.extend(owned(&args[3..]));
-            Redo::As(cmd)
-        }
-        "hexpire" | "hpexpire" | "hexpireat" => {
-            let unit = if name == "hpexpire" { 1 } else { 1000 };
-            let mut cmd = vec![
-                b"HPEXPIREAT".to_vec(),
-                args[1].to_vec(),
-                deadline(unit, name == "hexpireat", args[2], now),
+                deadline(unit, name.ends_with("at"), args[2], now),
             ];
             cmd.extend(owned(&args[3..]));
             Redo::As(cmd)

@@ -402,7 +402,6 @@ pub async fn info_text(shard: &Shard, sections: &[&[u8]]) -> String {
 /// `kvcore::config::Config::rewrite`), replaced atomically: a new file beside it, synced,
 /// renamed over it, and the directory synced.
 fn rewrite_config(shard: &Shard) -> Result<(), String> {
-    use std::io::Write;
     let Some(path) = shard.global.opts.config_file.clone() else {
         return Err("ERR The server is running without a config file".into());
     };
@@ -413,21 +412,8 @@ fn rewrite_config(shard: &Shard) -> Result<(), String> {
         Err(e) => return Err(fail(e)),
     };
     let new = shard.db.borrow().config.rewrite(&old);
-    let dir = path
-        .parent()
-        .map_or_else(|| std::path::PathBuf::from("."), |d| d.to_path_buf());
-    let tmp = dir.join(format!(".kvserver-rewrite-{}.conf", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(new.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
-        std::fs::File::open(&dir)?.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
+    let tmp = format!(".kvserver-rewrite-{}.conf", std::process::id());
+    crate::persist::write_atomically(&path, &tmp, new.as_bytes()).map_err(fail)?;
     crate::log!(2, "CONFIG REWRITE executed with success.");
     Ok(())
 }

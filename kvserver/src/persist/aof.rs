@@ -196,23 +196,10 @@ impl Manifest {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, renamed over it,
-/// the directory synced.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!("temp-{}.manifest", std::process::id()));
-    let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
-}
+use super::write_atomically;
+
+/// The temporary file a manifest or an empty base is written to before it is renamed in.
+const TEMP: &str = "temp-kvserver.manifest";
 
 /// Where the commands of a replay end.
 enum Replayed {
@@ -377,15 +364,6 @@ pub fn load(opts: &Options, shards: usize) -> Result<Option<Loaded>, String> {
     )))
 }
 
-/// An empty RDB file: what a base holds when there is no data.
-fn empty_rdb() -> Vec<u8> {
-    let mut empty = rdb::file_header(rdb::VERSION_BASE, &[("aof-base", b"1".to_vec())]);
-    let mut d = rdb::file_digest();
-    d.update(&empty);
-    empty.extend_from_slice(&rdb::file_end(d));
-    empty
-}
-
 fn open_append(path: &Path) -> Result<std::fs::File, String> {
     std::fs::OpenOptions::new()
         .create(true)
@@ -420,18 +398,21 @@ pub fn start(global: &crate::global::Global) -> Result<(), String> {
             if m.base.is_none() {
                 let preamble = config.get("aof-use-rdb-preamble") != Some("no");
                 let (base, bytes) = if preamble {
-                    (format!("{name}.1.base.rdb"), empty_rdb())
+                    (
+                        format!("{name}.1.base.rdb"),
+                        rdb::file(&[], &[("aof-base", b"1".to_vec())]),
+                    )
                 } else {
                     (format!("{name}.1.base.aof"), Vec::new())
                 };
-                write_atomically(&dir.join(&base), &bytes)
+                write_atomically(&dir.join(&base), TEMP, &bytes)
                     .map_err(|e| format!("can't write {base}: {e}"))?;
                 crate::log!(2, "Creating AOF base file {base} on server start");
                 m.base = Some(base);
                 m.base_seq = 1;
             }
             m.incr = vec![(format!("{name}.{seq}.incr.aof"), seq)];
-            write_atomically(&manifest_path, m.text().as_bytes())
+            write_atomically(&manifest_path, TEMP, m.text().as_bytes())
                 .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
             m
         }
@@ -534,7 +515,7 @@ pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
         }
         let mut interim = old.clone();
         interim.incr.push((new_incr.clone(), incr_seq));
-        write_atomically(&manifest_path, interim.text().as_bytes())
+        write_atomically(&manifest_path, TEMP, interim.text().as_bytes())
             .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
         *crate::global::lock(&g.aof.manifest) = Some(interim);
         Ok(())
@@ -570,7 +551,7 @@ pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
         incr,
         history: Vec::new(),
     };
-    write_atomically(&manifest_path, done.text().as_bytes())
+    write_atomically(&manifest_path, TEMP, done.text().as_bytes())
         .map_err(|e| format!("can't write {}: {e}", manifest_path.display()))?;
     for f in old.base.iter().chain(old.incr.iter().map(|i| &i.0)) {
         let _ = std::fs::remove_file(dir.join(f));
@@ -844,37 +825,30 @@ pub fn stop(global: &crate::global::Global) {
 }
 
 impl Shard {
-    /// Sends changes taken from this shard's store to the AOF writer.
-    pub fn send_changes(&self, bytes: Vec<u8>) {
-        if let Some(link) = self.aof.borrow().as_ref() {
-            self.send_held(link);
+    /// Sends to the AOF writer the changes held back for the next sync request (see
+    /// [`Shard::persist_barrier`]), then `bytes`, changes taken from this shard's store.
+    pub fn send_changes(&self, bytes: Option<Vec<u8>>) {
+        let link = self.aof.borrow();
+        let Some(link) = link.as_ref() else {
+            return;
+        };
+        let held = std::mem::take(&mut *self.aof_held.borrow_mut());
+        if !held.is_empty() {
+            let _ = link.tx.send(Msg::Chunk(held));
+        }
+        if let Some(bytes) = bytes {
             let _ = link.tx.send(Msg::Chunk(bytes));
             self.aof_sent.set(self.aof_sent.get() + 1);
         }
     }
 
-    /// Sends the changes held back for the next sync request (see [`Shard::persist_barrier`]).
-    fn send_held(&self, link: &Link) {
-        let mut held = self.aof_held.borrow_mut();
-        if !held.is_empty() {
-            let _ = link.tx.send(Msg::Chunk(std::mem::take(&mut *held)));
-        }
-    }
-
     /// Hands this shard's logged changes to the AOF writer now (after any held back, so the
-    /// order holds); whether there were any.
-    pub fn flush_changes(&self) -> bool {
-        let link = self.aof.borrow();
-        let Some(link) = link.as_ref() else {
-            return false;
-        };
-        self.send_held(link);
-        let Some(bytes) = self.db.borrow_mut().take_changes() else {
-            return false;
-        };
-        let _ = link.tx.send(Msg::Chunk(bytes));
-        self.aof_sent.set(self.aof_sent.get() + 1);
-        true
+    /// order holds).
+    pub fn flush_changes(&self) {
+        if self.aof.borrow().is_some() {
+            let bytes = self.db.borrow_mut().take_changes();
+            self.send_changes(bytes);
+        }
     }
 
     /// Notes that a write this shard coordinated ran on other shards: the next barrier under
@@ -917,10 +891,8 @@ impl Shard {
                 let target = self.aof_sent.get();
                 self.aof_asked.set(target);
                 let (t, rx) = oneshot::channel();
-                let sent = self.aof.borrow().as_ref().map(|l| {
-                    self.send_held(l);
-                    l.tx.send(Msg::Sync(t))
-                });
+                self.send_changes(None);
+                let sent = self.aof.borrow().as_ref().map(|l| l.tx.send(Msg::Sync(t)));
                 let Some(me) = self.rc() else {
                     return;
                 };

@@ -81,6 +81,38 @@ fn file_of(config: &kvcore::config::Config) -> PathBuf {
     Path::new(dir).join(config.get("dbfilename").unwrap_or("dump.rdb"))
 }
 
+/// Writes `bytes` to `path` so that a crash leaves the old file or the new one, never a mix:
+/// a temporary file beside it (`tmp_name`), synced, then [`install`]ed.
+pub fn write_atomically(path: &Path, tmp_name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = dir_of_file(path).join(tmp_name);
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        install(&tmp, path)
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// Renames the synced file `tmp` over `path` and syncs their directory, so the rename itself
+/// survives a crash.
+pub fn install(tmp: &Path, path: &Path) -> std::io::Result<()> {
+    std::fs::rename(tmp, path)?;
+    std::fs::File::open(dir_of_file(path))?.sync_all()
+}
+
+/// The directory a file is in (`.` for a bare name).
+pub fn dir_of_file(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// The aux fields of a file written now.
 fn aux_fields() -> Vec<(&'static str, Vec<u8>)> {
     vec![

@@ -252,10 +252,7 @@ fn write_file(
     commands: bool,
     flow: &Flow,
 ) -> Result<u64, String> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = super::dir_of_file(path);
     let tmp = dir.join(format!("temp-{}-bg.rdb", std::process::id()));
     let written = (|| -> std::io::Result<Result<u64, String>> {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
@@ -300,8 +297,7 @@ fn write_file(
         let f = f.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         drop(f);
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(&dir)?.sync_all()?;
+        super::install(&tmp, path)?;
         Ok(Ok(bytes + end.len() as u64))
     })();
     let r = match written {

@@ -148,7 +148,7 @@ impl Shard {
                     let served = db.blocking_run(w.db, key, &w.op);
                     // The pop is on its way to the AOF before the client hears of it.
                     if let Some(c) = db.take_changes() {
-                        self.send_changes(c);
+                        self.send_changes(Some(c));
                     }
                     if let (Op::Move { dest, .. }, Ok(_)) = (&w.op, &served) {
                         if dest.as_slice() != key {

@@ -10,6 +10,20 @@ use std::process::Command;
 use crate::persistence::{contents, fill, q, redis_server_with, wait_info, TempDir};
 use crate::support::Server;
 
+/// The arguments of a server with `threads` shards, its files in `dir`, no save points and
+/// the AOF on under `fsync`, then `extra`.
+pub(crate) fn aof_args<'a>(
+    threads: &'a str,
+    dir: &'a str,
+    fsync: &'a str,
+    extra: &[&'a str],
+) -> Vec<&'a str> {
+    let mut args = vec!["--threads", threads, "--dir", dir, "--save", ""];
+    args.extend(["--appendonly", "yes", "--appendfsync", fsync]);
+    args.extend(extra);
+    args
+}
+
 /// Writes that the log must turn into what they did: relative times, chance, floats,
 /// blocking pops, commands spanning shards, transactions, SWAPDB and FLUSHDB.
 fn churn(c: &mut redis::Connection) {
@@ -56,18 +70,7 @@ fn manifest(dir: &str) -> std::path::PathBuf {
 fn every_acknowledged_write_survives_kill_9_and_redis_reads_the_files() {
     for n in ["1", "3"] {
         let dir = TempDir::new(&format!("aof{n}"));
-        let args = [
-            "--threads",
-            n,
-            "--dir",
-            dir.path(),
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-            "--save",
-            "",
-        ];
+        let args = aof_args(n, dir.path(), "always", &[]);
         let server = Server::start(&args);
         let mut c = server.client();
         fill(&mut c);
@@ -77,9 +80,7 @@ fn every_acknowledged_write_survives_kill_9_and_redis_reads_the_files() {
         // kill -9: the drop kills the process.
         drop(server);
         for m in ["1", "3"] {
-            let mut again = args;
-            again[1] = m;
-            let server = Server::start(&again);
+            let server = Server::start(&aof_args(m, dir.path(), "always", &[]));
             let mut c = server.client();
             assert_eq!(
                 contents(&mut c),
@@ -123,16 +124,7 @@ fn every_acknowledged_write_survives_kill_9_and_redis_reads_the_files() {
 #[test]
 fn hash_field_deadlines_survive_a_restart() {
     let dir = TempDir::new("aof-hfe");
-    let args = [
-        "--threads",
-        "2",
-        "--dir",
-        dir.path(),
-        "--appendonly",
-        "yes",
-        "--save",
-        "",
-    ];
+    let args = aof_args("2", dir.path(), "everysec", &[]);
     let server = Server::start(&args);
     let mut c = server.client();
     let _: i64 = q(&mut c, &["HSET", "hf", "a", "1", "b", "2"]);
@@ -140,9 +132,7 @@ fn hash_field_deadlines_survive_a_restart() {
     let at: Vec<i64> = q(&mut c, &["HPEXPIRETIME", "hf", "FIELDS", "2", "a", "b"]);
     assert!(at[0] > 0 && at[1] == -1);
     // A clean stop (SIGTERM) syncs the file under everysec.
-    let _ = Command::new("kill").arg(server.pid().to_string()).status();
-    let mut server = server;
-    assert!(server.exit_status(10).is_some());
+    server.terminate();
     let server = Server::start(&args);
     let mut c = server.client();
     let again: Vec<i64> = q(&mut c, &["HPEXPIRETIME", "hf", "FIELDS", "2", "a", "b"]);
@@ -152,18 +142,7 @@ fn hash_field_deadlines_survive_a_restart() {
 #[test]
 fn a_torn_tail_is_cut_when_allowed_and_garbage_stops_the_start() {
     let dir = TempDir::new("aof-torn");
-    let args = [
-        "--threads",
-        "2",
-        "--dir",
-        dir.path(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ];
+    let args = aof_args("2", dir.path(), "always", &[]);
     let server = Server::start(&args);
     let mut c = server.client();
     let _: () = q(&mut c, &["SET", "kept", "1"]);
@@ -178,7 +157,7 @@ fn a_torn_tail_is_cut_when_allowed_and_garbage_stops_the_start() {
     torn.extend_from_slice(b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$4\r\nlost\r\n$1\r\n1\r\n*3\r\n$3\r\nSET\r\n$1\r\nx");
     std::fs::write(&incr, &torn).unwrap();
     let refused = Command::new(env!("CARGO_BIN_EXE_kvserver"))
-        .args(args)
+        .args(&args)
         .args(["--port", "0", "--aof-load-truncated", "no"])
         .output()
         .unwrap();
@@ -214,7 +193,7 @@ fn a_torn_tail_is_cut_when_allowed_and_garbage_stops_the_start() {
     bad.extend_from_slice(&whole);
     std::fs::write(&incr, &bad).unwrap();
     let refused = Command::new(env!("CARGO_BIN_EXE_kvserver"))
-        .args(args)
+        .args(&args)
         .args(["--port", "0"])
         .output()
         .unwrap();
@@ -262,18 +241,7 @@ fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
     const WRITERS: usize = 4;
     let dir = TempDir::new(&format!("aof-crash-{fsync}"));
     let mut lost = 0u64;
-    let args = [
-        "--threads",
-        "3",
-        "--dir",
-        dir.path(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        fsync,
-        "--save",
-        "",
-    ];
+    let args = aof_args("3", dir.path(), fsync, &[]);
     let mut acked_total = [0u64; WRITERS];
     for round in 0..rounds {
         let server = Server::start(&args);
@@ -417,18 +385,7 @@ fn bgrewriteaof_during_writes_keeps_every_write() {
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Arc;
     let dir = TempDir::new("aof-rewrite");
-    let args = [
-        "--threads",
-        "3",
-        "--dir",
-        dir.path(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--save",
-        "",
-    ];
+    let args = aof_args("3", dir.path(), "always", &[]);
     let server = Server::start(&args);
     let mut c = server.client();
     fill(&mut c);
@@ -516,19 +473,8 @@ fn config_set_appendonly_turns_the_aof_on_and_off() {
         let _: i64 = q(&mut c, &["DEL", "short"]);
         let before = contents(&mut c);
         // A clean stop: the writer syncs what it holds (everysec).
-        let _ = Command::new("kill").arg(server.pid().to_string()).status();
-        let mut server = server;
-        assert!(server.exit_status(10).is_some());
-        let args = [
-            "--threads",
-            n,
-            "--dir",
-            dir.path(),
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-        ];
+        server.terminate();
+        let args = aof_args(n, dir.path(), "everysec", &[]);
         let server = Server::start(&args);
         let mut c = server.client();
         assert_eq!(contents(&mut c), before, "{n} shards");
@@ -551,20 +497,7 @@ fn config_set_appendonly_turns_the_aof_on_and_off() {
 #[test]
 fn a_base_without_the_rdb_preamble_is_commands() {
     let dir = TempDir::new("aof-commands-base");
-    let args = [
-        "--threads",
-        "2",
-        "--dir",
-        dir.path(),
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-        "--aof-use-rdb-preamble",
-        "no",
-        "--save",
-        "",
-    ];
+    let args = aof_args("2", dir.path(), "always", &["--aof-use-rdb-preamble", "no"]);
     let server = Server::start(&args);
     let mut c = server.client();
     fill(&mut c);
@@ -656,18 +589,7 @@ fn the_aof_rewrites_itself_as_it_grows() {
 #[test]
 fn a_transaction_is_logged_whole() {
     let dir = TempDir::new("aof-tx");
-    let args = [
-        "--threads",
-        "1",
-        "--dir",
-        dir.path(),
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-    ];
+    let args = aof_args("1", dir.path(), "always", &[]);
     let server = Server::start(&args);
     let mut c = server.client();
     let _: () = redis::pipe()
@@ -699,16 +621,7 @@ fn a_transaction_is_logged_whole() {
 #[test]
 fn config_set_appendfsync_at_run_time() {
     let dir = TempDir::new("aof-policy");
-    let args = [
-        "--threads",
-        "2",
-        "--dir",
-        dir.path(),
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-    ];
+    let args = aof_args("2", dir.path(), "everysec", &[]);
     let server = Server::start(&args);
     let mut c = server.client();
     for (i, policy) in ["always", "no", "everysec", "always"].iter().enumerate() {

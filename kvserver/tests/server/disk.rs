@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::aof::aof_args;
 use crate::persistence::{q, wait_info, TempDir};
 use crate::support::Server;
 
@@ -128,18 +129,7 @@ fn a_full_disk_under_the_aof_refuses_writes_until_space_returns() {
     };
     let filler = Path::new(fs.path()).join("filler");
     std::fs::write(&filler, vec![0u8; 3_000_000]).unwrap();
-    let args = [
-        "--threads",
-        "2",
-        "--dir",
-        fs.path(),
-        "--save",
-        "",
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "everysec",
-    ];
+    let args = aof_args("2", fs.path(), "everysec", &[]);
     let server = Server::start(&args);
     let mut c = server.client();
     let mut acked = Vec::new();
@@ -178,9 +168,7 @@ fn a_full_disk_under_the_aof_refuses_writes_until_space_returns() {
     }
     assert!(resumed, "writes resume once space returns");
     // A clean stop syncs the file: every acknowledged write is in it, and it is whole.
-    let _ = Command::new("kill").arg(server.pid().to_string()).status();
-    let mut server = server;
-    assert!(server.exit_status(10).is_some());
+    server.terminate();
     let manifest = Path::new(fs.path()).join("appendonlydir/appendonly.aof.manifest");
     let check = Command::new("redis-check-aof")
         .arg(&manifest)

@@ -83,9 +83,16 @@ impl Server {
         s
     }
 
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
+    /// Stops the server as a service manager does (SIGTERM) and waits for it to exit: a clean
+    /// stop, which syncs what it must.
+    pub fn terminate(mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        assert!(
+            self.exit_status(10).is_some(),
+            "the server stops on SIGTERM"
+        );
     }
 
     /// Whether the process is still running.
