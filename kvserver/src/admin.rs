@@ -286,7 +286,6 @@ pub async fn run(
                 }
             })
             .await;
-            shard.note_remote_writes();
         }
         unlock_everything(shard).await;
         // As Redis: with save points, FLUSHALL writes the file now, so that a restart does not
@@ -321,7 +320,6 @@ pub async fn run(
             out
         })
         .await;
-        shard.note_remote_writes();
         unlock_everything(shard).await;
         w.out.extend_from_slice(&replies[0]);
     } else if is(name, "RANDOMKEY") {

@@ -62,7 +62,6 @@ fn log_whole(shard: &Shard, db: usize, args: &[&[u8]]) {
     }
     shard.db.borrow_mut().log_change(db, args);
     shard.flush_changes();
-    shard.note_remote_writes();
 }
 
 /// Runs `f(keys)` on every shard of the plan in parallel; results in plan order.

@@ -1284,9 +1284,6 @@ impl<'a> Conn<'a> {
             }
         }))
         .await;
-        // Each shard handed its changes over at the end of its job: under `appendfsync always`
-        // the EXEC reply waits for a sync that covers them all.
-        shard.note_remote_writes();
         let mut replies: std::collections::BTreeMap<usize, std::vec::IntoIter<Vec<u8>>> =
             replies.into_iter().collect();
         for (s, _) in &run {

@@ -251,6 +251,10 @@ impl Shard {
             self.flush_changes();
             return r;
         }
+        // The job may write there, for a client of this shard (a transaction run in one step
+        // of its keys' shard, pieces of a command spanning shards): under `appendfsync
+        // always` that client's reply waits for a sync covering what the other shard logged.
+        self.note_remote_writes();
         let from = self.id;
         let rx = self
             .request(to, |id| Msg::Call {
