@@ -53,9 +53,13 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 
 impl Db {
     /// Starts or stops logging changes (see [`crate::changes`]). Stopping drops what was not
-    /// taken.
+    /// taken; starting while logging keeps it.
     pub fn set_change_log(&mut self, on: bool) {
-        self.changes = on.then(ChangeLog::default).map(Box::new);
+        if !on {
+            self.changes = None;
+        } else if self.changes.is_none() {
+            self.changes = Some(Box::default());
+        }
         self.sync_log_mask();
     }
 

@@ -100,6 +100,72 @@ pub static PARAMS: &[Param] = &[
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
     ),
     p!("timeout", I32, "0"),
+    p!("replicaof", [], Kind::Text, "", false),
+    p!("masterauth", Kind::Text, ""),
+    p!("masteruser", Kind::Text, ""),
+    p!(
+        "replica-read-only",
+        ["slave-read-only"],
+        Kind::Bool,
+        "yes",
+        true
+    ),
+    p!(
+        "replica-serve-stale-data",
+        ["slave-serve-stale-data"],
+        Kind::Bool,
+        "yes",
+        true
+    ),
+    p!("replica-priority", ["slave-priority"], I32, "100", true),
+    p!(
+        "replica-announce-ip",
+        ["slave-announce-ip"],
+        Kind::Text,
+        "",
+        true
+    ),
+    p!(
+        "replica-announce-port",
+        ["slave-announce-port"],
+        Kind::Int(0, 65535),
+        "0",
+        true
+    ),
+    p!("repl-backlog-size", Kind::Memory, "1048576"),
+    p!("repl-backlog-ttl", I32, "3600"),
+    p!(
+        "repl-ping-replica-period",
+        ["repl-ping-slave-period"],
+        Kind::Int(1, i32::MAX as i64),
+        "10",
+        true
+    ),
+    p!("repl-timeout", Kind::Int(1, i32::MAX as i64), "60"),
+    p!("repl-diskless-sync", Kind::Bool, "yes"),
+    p!("repl-diskless-sync-delay", I32, "5"),
+    p!("repl-diskless-sync-max-replicas", I32, "0"),
+    p!(
+        "repl-diskless-load",
+        [],
+        Kind::Enum(&["disabled", "on-empty-db", "swapdb"]),
+        "disabled",
+        true
+    ),
+    p!(
+        "min-replicas-to-write",
+        ["min-slaves-to-write"],
+        I32,
+        "0",
+        true
+    ),
+    p!(
+        "min-replicas-max-lag",
+        ["min-slaves-max-lag"],
+        I32,
+        "10",
+        true
+    ),
     p!("tcp-keepalive", I32, "300"),
     p!("hz", I32, "10"),
     p!("loglevel", Kind::Enum(LOGLEVELS), "notice"),

@@ -7,7 +7,7 @@
 use crate::clock::Clock;
 use crate::commands::{self, flags, Ctx};
 use crate::config::Config;
-use crate::keyspace::Keyspace;
+use crate::keyspace::{Keyspace, ReplicaView};
 use crate::resp::reply::{parse_reply, Value as Reply};
 use crate::resp::{Proto, ReplyWriter};
 use crate::telemetry::Outcome;
@@ -47,6 +47,9 @@ pub struct Session {
     /// The server runs a part of some other command (a shard's step of a command spanning
     /// shards, a broadcast CONFIG SET): not counted in the command statistics.
     pub internal: bool,
+    /// The replication link from this server's master: its writes are never refused, and on a
+    /// replica it sees keys past their deadline as live (see [`Db::set_replica`]).
+    pub master: bool,
 }
 
 impl Session {
@@ -76,6 +79,7 @@ impl Default for Session {
             lib_ver: None,
             local: true,
             internal: false,
+            master: false,
         }
     }
 }
@@ -188,6 +192,8 @@ pub struct ServerInfo {
     pub cpu: [f64; 6],
     /// The persistence section's text, when the host has persistence.
     pub persistence: Option<String>,
+    /// The replication section's text, when the host replicates.
+    pub replication: Option<String>,
 }
 
 /// A single-threaded Redis-compatible store.
@@ -249,6 +255,14 @@ pub struct Db {
     /// The server's last write to its AOF failed (the system's error text): writes (and PING)
     /// answer MISCONF until a write succeeds.
     pub aof_error: Option<String>,
+    /// This store belongs to a replica (see [`Db::set_replica`]).
+    replica: bool,
+    /// The server has fewer good replicas than `min-replicas-to-write`: writes answer
+    /// NOREPLICAS (the host keeps it current).
+    pub too_few_replicas: bool,
+    /// This replica's link to its master is down: with `replica-serve-stale-data no`,
+    /// commands that may not serve stale data answer MASTERDOWN (the host keeps it current).
+    pub master_down: bool,
 }
 
 /// See [`Db::client_label`].
@@ -295,6 +309,9 @@ impl Db {
             access: crate::evict::AccessMode::Lru,
             no_touch: false,
             active_expire: true,
+            replica: false,
+            too_few_replicas: false,
+            master_down: false,
             quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,
@@ -347,6 +364,54 @@ impl Db {
                 ks.access = mode;
             }
             self.clear_eviction_pool();
+        }
+    }
+
+    /// Makes this store a replica's (`on`) or a master's again. A replica deletes no key by
+    /// itself: no active expiry; its clients see a key past its deadline as absent, and its
+    /// master's stream (sessions with [`Session::master`]) sees it as live, as the master
+    /// decides when a key expires and sends the DEL.
+    pub fn set_replica(&mut self, on: bool) {
+        self.replica = on;
+        self.set_view(if on {
+            ReplicaView::Hide
+        } else {
+            ReplicaView::Own
+        });
+    }
+
+    /// Whether this store belongs to a replica.
+    pub fn is_replica(&self) -> bool {
+        self.replica
+    }
+
+    /// Whether a command is refused because this replica's link is down and it may not serve
+    /// stale data (`replica-serve-stale-data no`; commands flagged STALE still run).
+    #[inline]
+    pub fn stale_refused(&self, session: &Session, spec: &commands::CommandSpec) -> bool {
+        self.master_down
+            && !spec.has(flags::STALE)
+            && !session.master
+            && !session.internal
+            && self.config.get("replica-serve-stale-data") == Some("no")
+    }
+
+    /// Whether a client's write is refused: READONLY on a read-only replica, NOREPLICAS on a
+    /// master short of good replicas. A step of a command already admitted (`internal`) and the
+    /// master's stream are not.
+    #[inline]
+    pub fn write_refused(&self, session: &Session, spec: &commands::CommandSpec) -> bool {
+        (self.replica || self.too_few_replicas)
+            && spec.has(flags::WRITE)
+            && !session.master
+            && !session.internal
+            && (!self.replica || self.config.get("replica-read-only") != Some("no"))
+    }
+
+    fn set_view(&mut self, view: ReplicaView) {
+        // Every database each time: a flushed one starts over with the default view.
+        for ks in &mut self.dbs {
+            ks.replica_view = view;
         }
     }
 
@@ -426,6 +491,20 @@ impl Db {
         } else if self.protected_refused(session, spec) {
             w.error(DEBUG_NOT_ALLOWED);
             true
+        } else if session.master {
+            false
+        } else if self.stale_refused(session, spec) {
+            w.error(
+                b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            );
+            true
+        } else if self.write_refused(session, spec) {
+            w.error(if self.replica {
+                b"READONLY You can't write against a read only replica."
+            } else {
+                b"NOREPLICAS Not enough good replicas to write."
+            });
+            true
         } else if self.refused_for_memory(spec.flags) {
             w.error(crate::OpError::OutOfMemory.message().as_bytes());
             true
@@ -456,6 +535,13 @@ impl Db {
         }
         let start = (!session.internal).then(quanta::Instant::now);
         let dbi = session.db;
+        if self.replica {
+            self.set_view(if session.master {
+                ReplicaView::Master
+            } else {
+                ReplicaView::Hide
+            });
+        }
         let mut ctx = Ctx {
             db: self,
             session,
@@ -548,7 +634,7 @@ impl Db {
         let now = self.now;
         let mut expired = 0;
         for ks in &mut self.dbs {
-            if !self.active_expire {
+            if !self.active_expire || self.replica {
                 ks.housekeeping();
                 continue;
             }
@@ -565,7 +651,7 @@ impl Db {
                 break;
             }
         }
-        if self.active_expire {
+        if self.active_expire && !self.replica {
             self.purge_hash_fields(20);
         }
         if self.config.maxmemory != 0 {

@@ -61,7 +61,7 @@ pub use commands::server_api::ShardStats;
 pub use commands::strings_api::{SetCondition, SetOptions, SetOutcome};
 pub use db::{Db, HostInfo, ServerInfo, Session, Stats};
 pub use error::{OpError, OpResult};
-pub use keyspace::Ttl;
+pub use keyspace::{ReplicaView, Ttl};
 pub use resp::reply::Value as Reply;
 
 /// The Redis version we answer as (HELLO, INFO): the behaviour we reproduce.

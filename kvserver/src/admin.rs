@@ -378,6 +378,7 @@ pub async fn info_text(shard: &Shard, sections: &[&[u8]]) -> String {
     let g = &shard.global;
     let mut server = server_info(shard, traffic);
     server.persistence = Some(crate::persist::info_section(shard, agg.stats.dirty));
+    server.replication = Some(crate::repl::info_section(shard));
     let text = {
         let mut d = shard.db.borrow_mut();
         d.host.server = Some(Box::new(server));
@@ -461,6 +462,7 @@ fn server_info(shard: &Shard, traffic: [u64; 4]) -> kvcore::ServerInfo {
         output_kbps,
         cpu: cpu_seconds(),
         persistence: None,
+        replication: None,
     }
 }
 

@@ -190,6 +190,8 @@ pub struct Global {
     pub loaded_keys: AtomicU64,
     /// See `loaded_keys`.
     pub loaded_expired: AtomicU64,
+    /// Replication (see [`crate::repl`]).
+    pub repl: crate::repl::Repl,
 }
 
 /// Samples of the counters INFO turns into rates (`instantaneous_ops_per_sec` ...): every
@@ -288,6 +290,7 @@ impl Global {
             aof: crate::persist::aof::AofState::default(),
             loaded_keys: AtomicU64::new(0),
             loaded_expired: AtomicU64::new(0),
+            repl: crate::repl::Repl::default(),
         }
     }
 

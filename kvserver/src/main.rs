@@ -42,6 +42,7 @@ mod net;
 mod options;
 mod persist;
 mod pubsub;
+mod repl;
 mod shard;
 
 use std::sync::atomic::Ordering;
@@ -302,6 +303,12 @@ async fn shard_main(
         })
     }));
     db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
+    // No replica yet: `min-replicas-to-write` refuses writes from the start.
+    db.too_few_replicas = global
+        .opts
+        .store
+        .get("min-replicas-to-write")
+        .is_some_and(|v| v != "0");
     let aof = global::lock(&global.aof.link).clone();
     if aof.is_some() {
         db.set_change_log(true);
@@ -310,6 +317,18 @@ async fn shard_main(
     *shard.aof.borrow_mut() = aof;
     shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);
+    if i == 0 {
+        // `replicaof <host> <port>` in the configuration: follow it from the start.
+        let of = global.opts.store.get("replicaof").unwrap_or("").to_string();
+        if let [host, port] = of.split_whitespace().collect::<Vec<_>>()[..] {
+            if let Ok(port) = port.parse::<u16>() {
+                let (me, host) = (shard.clone(), host.to_string());
+                tokio::task::spawn_local(async move {
+                    repl::replica::follow(&me, host, port).await;
+                });
+            }
+        }
+    }
     if let Some(l) = metrics {
         tokio::task::spawn_local(metrics::serve(shard.clone(), l));
     }

@@ -381,6 +381,9 @@ impl Db {
                 line("acl_access_denied_channel", &0);
                 line("moved_connections", &h.moved_connections);
             }
+            "replication" if srv.replication.is_some() => {
+                s.push_str(srv.replication.as_deref().unwrap_or_default());
+            }
             "replication" => {
                 line("# Replication\r\nrole", &"master");
                 line("connected_slaves", &0);

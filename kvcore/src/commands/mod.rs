@@ -444,7 +444,7 @@ pub(crate) fn c_str(arg: &[u8]) -> &[u8] {
 }
 
 /// Error lines cannot hold CR or LF: Redis replaces them with spaces.
-pub(crate) fn sanitize(mut msg: Vec<u8>) -> Vec<u8> {
+pub fn sanitize(mut msg: Vec<u8>) -> Vec<u8> {
     for b in msg.iter_mut() {
         if *b == b'\r' || *b == b'\n' {
             *b = b' ';

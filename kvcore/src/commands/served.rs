@@ -1,5 +1,6 @@
 //! Commands that need more than one store: transactions (MULTI, EXEC, DISCARD, WATCH,
-//! UNWATCH), pub/sub (SUBSCRIBE ... PUBLISH, PUBSUB) and WAIT (replicas). A server answers them itself before
+//! UNWATCH), pub/sub (SUBSCRIBE ... PUBLISH, PUBSUB), WAIT and replication (REPLICAOF, REPLCONF,
+//! PSYNC, SYNC, ROLE). A server answers them itself before
 //! it dispatches to a store; their rows are here so that lookup, arity checks and COMMAND know
 //! them. A store called directly (an embedded `Db`) has no other clients to publish to and no
 //! connection to queue on, and says so.
@@ -126,6 +127,60 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     ),
     cmd!("pubsub", -2, CONN, 0, 0, 0, server_only),
     cmd!("wait", 3, BLOCKING | CONN, 0, 0, 0, server_only),
+    cmd!(
+        "replicaof",
+        3,
+        ADMIN | NOSCRIPT | STALE | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
+    cmd!(
+        "slaveof",
+        3,
+        ADMIN | NOSCRIPT | STALE | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
+    cmd!(
+        "replconf",
+        -1,
+        ADMIN | NOSCRIPT | LOADING | STALE | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
+    cmd!(
+        "psync",
+        -3,
+        ADMIN | NOSCRIPT | NO_MULTI | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
+    cmd!(
+        "sync",
+        1,
+        ADMIN | NOSCRIPT | NO_MULTI | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
+    cmd!(
+        "role",
+        1,
+        NOSCRIPT | LOADING | STALE | FAST | SENTINEL | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
 ];
 
 fn server_only(c: &mut Ctx<'_>, a: &[&[u8]]) {

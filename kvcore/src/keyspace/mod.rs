@@ -77,6 +77,21 @@ pub struct Keyspace {
     parity: bool,
     /// The snapshot running over this keyspace, if any.
     snap: Option<Box<Snap>>,
+    /// How a replica's lookups treat keys past their deadline (see [`ReplicaView`]).
+    pub replica_view: ReplicaView,
+}
+
+/// How lookups treat keys past their deadline on a replica, which never deletes a key by itself
+/// (its master sends the DEL when it expires one), as Redis replicas do.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum ReplicaView {
+    /// Not a replica: an expired key is deleted when found.
+    #[default]
+    Own,
+    /// A replica serving its clients: an expired key looks absent but stays.
+    Hide,
+    /// A replica applying its master's stream: every stored key is live (the master decides).
+    Master,
 }
 
 impl Default for Keyspace {
@@ -98,6 +113,7 @@ impl Keyspace {
             access: AccessMode::Lru,
             no_touch: false,
             rng: 0x2545_f491_4f6c_dd1d,
+            replica_view: ReplicaView::Own,
             seen_now: 0,
             parity: false,
             snap: None,
@@ -159,7 +175,15 @@ impl Keyspace {
     /// letting a running snapshot write the old value.
     fn live_with(&mut self, key: &[u8], now: u64, touch: bool, write: bool) -> Option<&mut Node> {
         self.seen_now = now;
-        match self.main.get_or_evict(key, |n| n.expired(now)) {
+        let mut dead_at = now;
+        if self.replica_view != ReplicaView::Own {
+            if self.replica_view == ReplicaView::Master {
+                dead_at = 0;
+            } else if self.main.get(key).is_some_and(|n| n.expired(now)) {
+                return None;
+            }
+        }
+        match self.main.get_or_evict(key, |n| n.expired(dead_at)) {
             Ok(n) => {
                 if write {
                     if let Some(s) = self.snap.as_deref_mut() {

@@ -57,7 +57,7 @@ async fn unlock_all(shard: &Shard, held: bool, db: usize, p: &Plan, exclusive: b
 /// the AOF writer: called with its keys still locked, so that no later write to them can
 /// reach the file first. (Commands a shard ran through its store are logged there.)
 fn log_whole(shard: &Shard, db: usize, args: &[&[u8]]) {
-    if shard.aof.borrow().is_none() {
+    if !shard.db.borrow().logs_changes() {
         return;
     }
     shard.db.borrow_mut().log_change(db, args);

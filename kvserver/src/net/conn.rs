@@ -33,6 +33,7 @@ use crate::coord::tx::{self, Multi, Watches};
 use crate::coord::{blocking, multi, route};
 use crate::global::{self, lock, ClientEntry};
 use crate::pubsub::{self, Subscriptions};
+use crate::repl::master::Handshake;
 use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
 use crate::{admin, log};
 
@@ -83,16 +84,20 @@ enum End {
     Closed,
     /// Its keys live on shard `.0`: serve it from there.
     Move(usize),
+    /// It sent PSYNC or SYNC (these arguments): it is a replica now.
+    Replica(Vec<Vec<u8>>, Handshake),
 }
 
 fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     let Some(spec) = commands::lookup(args[0]) else {
         return Route::Local(None, false);
     };
-    if !spec.arity_ok(args.len())
-        || (!session.authenticated && !spec.has(flags::NO_AUTH))
-        || shard.db.borrow().protected_refused(session, spec)
-    {
+    if !spec.arity_ok(args.len()) || (!session.authenticated && !spec.has(flags::NO_AUTH)) || {
+        let db = shard.db.borrow();
+        db.protected_refused(session, spec)
+            || db.write_refused(session, spec)
+            || db.stale_refused(session, spec)
+    } {
         return Route::Local(Some(spec), false);
     }
     if spec.has(flags::CONN) {
@@ -211,6 +216,9 @@ pub async fn serve_conn(
     drop(conn);
     match end {
         Ok(End::Closed) => {}
+        Ok(End::Replica(args, hs)) => {
+            crate::repl::master::serve(shard.clone(), stream, entry.clone(), hs, args).await;
+        }
         Ok(End::Move(to)) => match stream.into_std() {
             Ok(stream) => {
                 let h = Handoff {
@@ -284,6 +292,87 @@ struct Conn<'a> {
     watches: Option<Box<Watches>>,
     /// Channels and patterns subscribed.
     subs: Option<Box<Subscriptions>>,
+    /// This connection is the link from this replica's master (see [`serve_master`]).
+    link: Option<Box<MasterSide>>,
+    /// PSYNC or SYNC came: the connection becomes a replica's feed.
+    psync: Option<Vec<Vec<u8>>>,
+    /// What a replica said of itself with REPLCONF.
+    handshake: Handshake,
+}
+
+/// The link from this server's master, served as a client (see [`serve_master`]).
+struct MasterSide {
+    /// Stream bytes that came with the handshake.
+    preload: Vec<u8>,
+    /// The link's generation (see `repl::replica`).
+    generation: u64,
+    /// REPLCONF GETACK came: acknowledge after this batch.
+    ack_due: bool,
+    /// When the last acknowledgement went.
+    last_ack: std::time::Instant,
+    /// When the master last sent something.
+    last_io: std::time::Instant,
+    /// `repl-timeout`.
+    timeout: Duration,
+    /// Fires every second while the master is quiet: acknowledge, look at the link.
+    tick: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+/// Serves the link from this replica's master: its stream's commands run as a client's, never
+/// refused (`Session::master`), their replies dropped; each batch's bytes go into this
+/// server's own stream as they came (its offset is the master's); `REPLCONF GETACK` and every
+/// second send `REPLCONF ACK <offset>`. Returns when the link breaks, times out or is no longer
+/// wanted.
+pub async fn serve_master(
+    shard: Rc<Shard>,
+    mut stream: TcpStream,
+    preload: Vec<u8>,
+    generation: u64,
+) {
+    let global = shard.global.clone();
+    let id = global.next_id();
+    let Ok(peer) = stream.peer_addr() else {
+        return;
+    };
+    let laddr = stream.local_addr().unwrap_or(peer);
+    let entry = Arc::new(ClientEntry::new(id, peer, laddr, stream.as_raw_fd()));
+    global.register(entry.clone());
+    {
+        let mut st = lock(&global.repl.state);
+        match st.master.as_mut().filter(|m| m.generation == generation) {
+            Some(m) => m.client = Some(id),
+            None => {
+                global.deregister(id);
+                return;
+            }
+        }
+    }
+    let timeout = crate::repl::timeout(&shard);
+    let mut session = Session {
+        id,
+        authenticated: true,
+        master: true,
+        ..Session::default()
+    };
+    let mut conn = Conn::new(&shard, &entry, &mut session);
+    conn.link = Some(Box::new(MasterSide {
+        preload,
+        generation,
+        // The first acknowledgement tells a Redis master the snapshot is loaded (it sends
+        // the stream only then).
+        ack_due: true,
+        last_ack: std::time::Instant::now(),
+        last_io: std::time::Instant::now(),
+        timeout,
+        tick: Box::pin(tokio::time::sleep(Duration::from_secs(1))),
+    }));
+    let end = conn.serve(&mut stream).await;
+    conn.leave().await;
+    drop(conn);
+    if let Err(e) = end {
+        log!(2, "link with master ended: {e}");
+    }
+    global.deregister(id);
 }
 
 impl<'a> Conn<'a> {
@@ -312,6 +401,9 @@ impl<'a> Conn<'a> {
             multi: None,
             watches: None,
             subs: None,
+            link: None,
+            psync: None,
+            handshake: Handshake::default(),
         }
     }
 
@@ -328,7 +420,28 @@ impl<'a> Conn<'a> {
                 ..Limits::default()
             }),
         };
+        if let Some(pre) = self.link.as_mut().map(|l| std::mem::take(&mut l.preload)) {
+            if !pre.is_empty() {
+                input.rbuf = pre;
+                input.end = input.rbuf.len();
+                let len = input.rbuf.len().max(READ_CHUNK);
+                input.rbuf.resize(len, 0);
+                self.master_batch(stream, &mut input).await?;
+            }
+            // The first acknowledgement at once: a master that sent the snapshot in the
+            // diskless format waits for it before the stream.
+            if self.link.as_deref().is_some_and(|l| l.ack_due) {
+                self.send_ack(stream).await?;
+            }
+        }
         loop {
+            if self.link.is_some() {
+                match self.master_wait(stream, &mut input).await? {
+                    Some(Woke::Read(0)) | None => return Ok(End::Closed),
+                    Some(_) => {}
+                }
+                continue;
+            }
             let woke = if input.end == 0 {
                 // Nothing partial is held: give the buffers back while the client is quiet, so
                 // an idle connection costs no buffer memory.
@@ -387,6 +500,12 @@ impl<'a> Conn<'a> {
             input.wait_for = 0;
             let commands = self.serve_batch(stream, &mut input).await?;
             let close = commands.is_none();
+            if close {
+                if let Some(args) = self.psync.take() {
+                    self.write_out(stream).await?;
+                    return Ok(End::Replica(args, self.handshake));
+                }
+            }
             // A short batch's replies wait for the loop to look for other ready clients first
             // (a yield runs the tasks already woken, polls the socket events once more, then
             // resumes): the replies of everyone ready together leave together, as Redis writes
@@ -410,7 +529,7 @@ impl<'a> Conn<'a> {
 
     /// Whether the client holds nothing that ties it to this shard.
     fn settled(&self) -> bool {
-        self.multi.is_none() && self.watches.is_none() && self.subs.is_none()
+        self.multi.is_none() && self.watches.is_none() && self.subs.is_none() && self.link.is_none()
     }
 
     fn mailbox(&self) -> Option<Rc<pubsub::Mailbox>> {
@@ -900,33 +1019,27 @@ impl<'a> Conn<'a> {
             Route::Conn(spec) if spec.name == "wait" => {
                 self.resolve().await;
                 let mark = self.out.len();
-                let Some(ms) = self.wait_for(args, false) else {
+                let Some((numreplicas, ms)) = self.wait_for(args) else {
                     self.count(spec, args, None, mark);
                     return Ok(Step::Go);
                 };
-                // No replica will ever acknowledge: the client waits out its timeout (forever
-                // for 0) or hangs up, as with Redis and no replica.
+                // The replies before it go out now: this one may take a while.
                 self.write_out(stream).await?;
                 let mut sent_meanwhile = Vec::new();
-                let gone = {
+                let acked = {
                     let gone = read_while_blocked(stream, &mut sent_meanwhile, input_room);
                     tokio::pin!(gone);
-                    let until = async {
-                        match ms {
-                            0 => std::future::pending::<()>().await,
-                            ms => tokio::time::sleep(Duration::from_millis(ms)).await,
-                        }
-                    };
+                    let want = u64::try_from(numreplicas).unwrap_or(0);
                     tokio::select! {
-                        _ = until => false,
-                        _ = gone.as_mut() => true,
+                        n = crate::repl::wait(shard, want, ms) => Some(n),
+                        _ = gone.as_mut() => None,
                     }
                 };
-                if gone {
+                let Some(acked) = acked else {
                     return Err(std::io::Error::other("client gone while in WAIT"));
-                }
+                };
                 let mark = self.out.len();
-                self.out.extend_from_slice(b":0\r\n");
+                kvcore::resp::ReplyWriter::new(&mut self.out, self.session.proto).int(acked as i64);
                 self.count(spec, args, None, mark);
                 if !sent_meanwhile.is_empty() {
                     return Ok(Step::Input(sent_meanwhile));
@@ -938,15 +1051,17 @@ impl<'a> Conn<'a> {
                 let (start, mark) = (quanta::Instant::now(), self.out.len());
                 Box::pin(self.served_here(spec, args)).await;
                 self.count(spec, args, Some(start), mark);
+                if self.psync.is_some() {
+                    return Ok(Step::Close);
+                }
             }
         }
         Ok(Step::Go)
     }
 
-    /// WAIT numreplicas timeout, with no replica: answers at once (an argument error, or 0 when
-    /// 0 replicas are asked for or the client may not block) and returns `None`, or returns
-    /// how long to wait in ms (0: forever).
-    fn wait_for(&mut self, args: &[&[u8]], deny_blocking: bool) -> Option<u64> {
+    /// WAIT numreplicas timeout: its arguments (the timeout in ms, 0 = none), or `None` when
+    /// it was answered at once (an argument error, or WAIT on a replica).
+    fn wait_for(&mut self, args: &[&[u8]]) -> Option<(i64, u64)> {
         let numreplicas = match kvcore::num::parse_i64(args[1]) {
             Some(n) => n,
             None => {
@@ -967,11 +1082,11 @@ impl<'a> Conn<'a> {
             }
             Some(t) => t as u64,
         };
-        if numreplicas <= 0 || deny_blocking {
-            self.out.extend_from_slice(b":0\r\n");
+        if self.shard.global.repl.is_replica.load(Ordering::Relaxed) {
+            self.out.extend_from_slice(b"-ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.\r\n");
             return None;
         }
-        Some(ms)
+        Some((numreplicas, ms))
     }
 
     /// Inside MULTI: queues the command, or answers its error (which makes EXEC abort);
@@ -1139,6 +1254,25 @@ impl<'a> Conn<'a> {
                 self.unwatch().await;
                 self.out.extend_from_slice(b"+OK\r\n");
             }
+            "replconf" => self.replconf(args),
+            "psync" | "sync" => {
+                let g = &shard.global;
+                let link_up = lock(&g.repl.state).master.as_ref().is_none_or(|m| m.up);
+                if self.link.is_some() {
+                    self.out
+                        .extend_from_slice(b"-ERR Replica can't interact with the keyspace\r\n");
+                } else if !link_up {
+                    self.out.extend_from_slice(
+                        b"-NOMASTERLINK Can't SYNC while not connected with my master\r\n",
+                    );
+                } else {
+                    self.psync = Some(args.iter().map(|a| a.to_vec()).collect());
+                }
+            }
+            "replicaof" | "slaveof" => {
+                crate::repl::replica::replicaof(shard, args, &mut self.out).await;
+            }
+            "role" => crate::repl::role(shard, &mut self.out),
             _ => {
                 pubsub::command(
                     shard,
@@ -1155,6 +1289,152 @@ impl<'a> Conn<'a> {
                 }
             }
         }
+    }
+
+    /// REPLCONF option value ...: what a replica says of itself before PSYNC, and on the
+    /// master's link GETACK (acknowledged after the batch). ACK and GETACK get no reply.
+    fn replconf(&mut self, args: &[&[u8]]) {
+        if args.len() % 2 == 0 {
+            self.out.extend_from_slice(b"-ERR syntax error\r\n");
+            return;
+        }
+        let is = |a: &[u8], s: &str| a.eq_ignore_ascii_case(s.as_bytes());
+        for kv in args[1..].chunks(2) {
+            let (k, v) = (kv[0], kv[1]);
+            if is(k, "listening-port") {
+                match kvcore::num::parse_i64(v).and_then(|p| u16::try_from(p).ok()) {
+                    Some(p) => self.handshake.port = p,
+                    None => {
+                        self.out
+                            .extend_from_slice(b"-ERR value is not an integer or out of range\r\n");
+                        return;
+                    }
+                }
+            } else if is(k, "capa") {
+                self.handshake.eof |= is(v, "eof");
+                self.handshake.psync2 |= is(v, "psync2");
+            } else if is(k, "ack") || is(k, "fack") {
+                return;
+            } else if is(k, "getack") {
+                if let Some(l) = self.link.as_deref_mut() {
+                    l.ack_due = true;
+                }
+                return;
+            } else if !["ip-address", "rdb-only", "rdb-filter-only"]
+                .iter()
+                .any(|o| is(k, o))
+            {
+                self.out
+                    .extend_from_slice(b"-ERR Unrecognized REPLCONF option: ");
+                self.out
+                    .extend_from_slice(&kvcore::commands::sanitize(k.to_vec()));
+                self.out.extend_from_slice(b"\r\n");
+                return;
+            }
+        }
+        self.out.extend_from_slice(b"+OK\r\n");
+    }
+
+    /// The master link's wait for more of the stream: acknowledges every second, runs the
+    /// batch of what came. `None` when the link is no longer wanted or timed out; `Read(0)`
+    /// when the master hung up.
+    async fn master_wait(
+        &mut self,
+        stream: &mut TcpStream,
+        input: &mut Input,
+    ) -> std::io::Result<Option<Woke>> {
+        loop {
+            let Some(link) = self.link.as_deref_mut() else {
+                return Ok(None);
+            };
+            if !crate::repl::replica::current(self.shard, link.generation) {
+                return Ok(None);
+            }
+            if link.last_io.elapsed() > link.timeout {
+                log!(3, "MASTER timeout: no data nor PING received...");
+                return Ok(None);
+            }
+            if input.end == input.rbuf.len() {
+                if input.start > 0 {
+                    input.rbuf.copy_within(input.start..input.end, 0);
+                    input.end -= input.start;
+                    input.start = 0;
+                } else {
+                    let len = (input.rbuf.len() * 2).max(READ_CHUNK);
+                    input.rbuf.resize(len, 0);
+                }
+            }
+            let end = input.end;
+            let woke = tokio::select! {
+                r = read(stream, &mut input.rbuf[end..], None) => Some(r?),
+                _ = link.tick.as_mut() => None,
+            };
+            if woke.is_none() {
+                let next = tokio::time::Instant::now() + Duration::from_secs(1);
+                link.tick.as_mut().reset(next);
+            }
+            match woke {
+                Some(Woke::Read(0)) => return Ok(Some(Woke::Read(0))),
+                Some(Woke::Read(n)) => {
+                    self.shard.net.read(n);
+                    input.end += n;
+                    if let Some(l) = self.link.as_deref_mut() {
+                        l.last_io = std::time::Instant::now();
+                    }
+                    if input.end - input.start >= input.wait_for {
+                        input.wait_for = 0;
+                        self.master_batch(stream, input).await?;
+                    }
+                    return Ok(Some(Woke::Read(n)));
+                }
+                _ => self.send_ack(stream).await?,
+            }
+        }
+    }
+
+    /// Runs the master's commands that arrived, as one batch between two snapshot cuts (the
+    /// apply gate), and appends their bytes to this server's own stream.
+    async fn master_batch(
+        &mut self,
+        stream: &mut TcpStream,
+        input: &mut Input,
+    ) -> std::io::Result<()> {
+        let global = self.shard.global.clone();
+        let gate = global.repl.apply_gate.lock().await;
+        let before = input.start;
+        let done = self.serve_batch(stream, input).await?;
+        crate::repl::feed_from_master(&global, &input.rbuf[before..input.start]);
+        drop(gate);
+        self.write_out(stream).await?;
+        if done.is_none() {
+            return Err(std::io::Error::other(
+                "the master's stream broke the protocol",
+            ));
+        }
+        if input.start == input.end {
+            input.start = 0;
+            input.end = 0;
+        }
+        let due = self
+            .link
+            .as_deref()
+            .is_some_and(|l| l.ack_due || l.last_ack.elapsed() >= Duration::from_secs(1));
+        if due {
+            self.send_ack(stream).await?;
+        }
+        Ok(())
+    }
+
+    /// REPLCONF ACK <offset> to the master.
+    async fn send_ack(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        let offset = lock(&self.shard.global.repl.state).offset.to_string();
+        let mut msg = Vec::new();
+        kvcore::changes::encode(&mut msg, &[b"REPLCONF", b"ACK", offset.as_bytes()]);
+        if let Some(l) = self.link.as_deref_mut() {
+            l.ack_due = false;
+            l.last_ack = std::time::Instant::now();
+        }
+        stream.write_all(&msg).await
     }
 
     fn end_multi(&mut self) {
@@ -1328,8 +1608,16 @@ impl<'a> Conn<'a> {
             Route::Conn(spec) => match spec.name {
                 "unwatch" => out.extend_from_slice(b"+OK\r\n"),
                 "wait" => {
-                    // Inside EXEC nothing blocks: the acknowledgements so far, 0.
-                    let _ = self.wait_for(args, true);
+                    // Inside EXEC nothing blocks: the acknowledgements so far.
+                    if self.wait_for(args).is_some() {
+                        let n = crate::repl::acked_now(shard);
+                        kvcore::resp::ReplyWriter::new(&mut self.out, self.session.proto)
+                            .int(n as i64);
+                    }
+                }
+                "role" => crate::repl::role(shard, out),
+                "replconf" | "psync" | "sync" | "replicaof" | "slaveof" => {
+                    out.extend_from_slice(b"-ERR Command not allowed inside a transaction\r\n");
                 }
                 _ => {
                     pubsub::command(
@@ -1382,6 +1670,11 @@ impl<'a> Conn<'a> {
 
     async fn write_out(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
         self.shard.persist_barrier().await;
+        if self.link.is_some() {
+            // The master's link: replies are not sent (REPLCONF ACK goes by itself).
+            self.out.clear();
+            return Ok(());
+        }
         let global = &self.shard.global;
         let limit = if self.subs.is_some() {
             global.opts.pubsub_limit

@@ -532,7 +532,7 @@ pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
     let aux = vec![("redis-bits", b"64".to_vec()), ("aof-base", b"1".to_vec())];
     let written = super::snapshot::write_as(
         shard,
-        dir.join(&new_base),
+        super::snapshot::Target::File(dir.join(&new_base)),
         aux,
         super::Cut::Release,
         !preamble,
@@ -800,7 +800,8 @@ pub async fn turn_off(shard: &Shard) {
     }
     crate::admin::everywhere(shard, |sh| {
         sh.flush_changes();
-        sh.db.borrow_mut().set_change_log(false);
+        let feeding = sh.global.repl.feeding.load(Ordering::Relaxed);
+        sh.db.borrow_mut().set_change_log(feeding);
         *sh.aof.borrow_mut() = None;
     })
     .await;
@@ -828,6 +829,11 @@ impl Shard {
     /// Sends to the AOF writer the changes held back for the next sync request (see
     /// [`Shard::persist_barrier`]), then `bytes`, changes taken from this shard's store.
     pub fn send_changes(&self, bytes: Option<Vec<u8>>) {
+        if let Some(b) = bytes.as_deref() {
+            if self.global.repl.feeding.load(Ordering::Relaxed) {
+                crate::repl::feed(&self.global, b);
+            }
+        }
         let link = self.aof.borrow();
         let Some(link) = link.as_ref() else {
             return;
@@ -845,7 +851,7 @@ impl Shard {
     /// Hands this shard's logged changes to the AOF writer now (after any held back, so the
     /// order holds).
     pub fn flush_changes(&self) {
-        if self.aof.borrow().is_some() {
+        if self.aof.borrow().is_some() || self.global.repl.feeding.load(Ordering::Relaxed) {
             let bytes = self.db.borrow_mut().take_changes();
             self.send_changes(bytes);
         }
@@ -863,7 +869,12 @@ impl Shard {
     /// `appendfsync always`, are on disk. One check when the AOF is off.
     pub async fn persist_barrier(&self) {
         let fsync = match self.aof.borrow().as_ref() {
-            None => return,
+            None => {
+                if self.global.repl.feeding.load(Ordering::Relaxed) {
+                    self.flush_changes();
+                }
+                return;
+            }
             Some(l) => l.fsync,
         };
         if fsync != Fsync::Always {
@@ -873,6 +884,9 @@ impl Shard {
         // Under `always` the changes wait here for the next sync request, which carries them:
         // the writer then wakes once per group of replies, not once per connection.
         if let Some(bytes) = self.db.borrow_mut().take_changes() {
+            if self.global.repl.feeding.load(Ordering::Relaxed) {
+                crate::repl::feed(&self.global, &bytes);
+            }
             self.aof_held.borrow_mut().extend_from_slice(&bytes);
             self.aof_sent.set(self.aof_sent.get() + 1);
         }

@@ -9,7 +9,7 @@
 //! is taken. Neither stops the other clients.
 
 pub mod aof;
-mod snapshot;
+pub mod snapshot;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -22,7 +22,7 @@ use crate::coord::route;
 use crate::options::Options;
 use crate::shard::locks::EVERY_KEY;
 use crate::shard::Shard;
-pub use snapshot::Cut;
+pub use snapshot::{write_as as write_snapshot, Cut, Target};
 
 fn unix_secs() -> u64 {
     std::time::SystemTime::now()
@@ -75,6 +75,11 @@ impl Default for RdbState {
     }
 }
 
+/// `dir` of a configuration.
+pub fn dir_of_config(config: &kvcore::config::Config) -> PathBuf {
+    PathBuf::from(config.get("dir").unwrap_or("."))
+}
+
 /// `dir`/`dbfilename` of a configuration.
 fn file_of(config: &kvcore::config::Config) -> PathBuf {
     let dir = config.get("dir").unwrap_or(".");
@@ -124,6 +129,11 @@ fn aux_fields() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("aof-base", b"0".to_vec()),
     ]
+}
+
+/// The aux fields of a snapshot sent to a replica.
+pub fn replication_aux() -> Vec<(&'static str, Vec<u8>)> {
+    aux_fields()
 }
 
 /// Why a save did not happen.

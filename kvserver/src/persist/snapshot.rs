@@ -47,7 +47,9 @@ enum Piece {
 /// What the shards and the writer share.
 #[derive(Default)]
 struct Flow {
-    in_flight: AtomicUsize,
+    /// Bytes of records sent and not yet written (by the writer thread, or by whoever
+    /// consumes a [`Target::Socket`]).
+    in_flight: Arc<AtomicUsize>,
     /// The writer gave up (a write failed): the shards stop.
     failed: AtomicBool,
 }
@@ -72,6 +74,18 @@ pub enum Cut {
     Release,
 }
 
+/// Where a snapshot goes.
+pub enum Target {
+    /// An RDB file (or an AOF base of commands), put in place when complete.
+    File(PathBuf),
+    /// The RDB bytes, in order, to a replica's connection: each piece with the bytes to give
+    /// back to the flow count (`in_flight`) once it is written.
+    Socket(
+        tokio::sync::mpsc::UnboundedSender<(Vec<u8>, usize)>,
+        Arc<AtomicUsize>,
+    ),
+}
+
 /// Writes a snapshot of every shard to `path`; `on_cut` runs once the snapshot's moment is
 /// taken (BGSAVE answers then). Returns when the file is in place, or why not.
 pub async fn write(
@@ -81,14 +95,17 @@ pub async fn write(
     cut: Cut,
     on_cut: impl FnOnce(),
 ) -> Result<Written, String> {
-    write_as(shard, path, aux, cut, false, on_cut).await
+    write_as(shard, Target::File(path), aux, cut, false, on_cut).await
 }
 
 /// [`write`] of an RDB file, or (`commands`) of the commands that recreate every key (an AOF
 /// base without the RDB preamble: no header, no checksum).
+///
+/// `on_cut` runs at the snapshot's moment, while every shard is still held (so that what it
+/// reads of the change stream's position is the snapshot's).
 pub async fn write_as(
     shard: &Shard,
-    path: PathBuf,
+    target: Target,
     aux: Vec<(&'static str, Vec<u8>)>,
     cut: Cut,
     commands: bool,
@@ -96,14 +113,23 @@ pub async fn write_as(
 ) -> Result<Written, String> {
     let n = shard.n;
     let (tx, rx) = mpsc::channel::<Piece>();
-    let flow = Arc::new(Flow::default());
+    let flow = Arc::new(Flow {
+        in_flight: match &target {
+            Target::Socket(_, counted) => counted.clone(),
+            Target::File(_) => Arc::default(),
+        },
+        failed: AtomicBool::new(false),
+    });
     let (done_tx, done_rx) = oneshot::channel();
     let writer_flow = flow.clone();
     std::thread::Builder::new()
         .name("rdb-writer".into())
         .spawn(move || {
             lowest_priority();
-            let r = write_file(&path, rx, n, commands, &writer_flow);
+            let r = match target {
+                Target::File(path) => write_file(&path, rx, n, commands, &writer_flow),
+                Target::Socket(out, _) => send_pieces(rx, n, &writer_flow, out),
+            };
             writer_flow.failed.store(r.is_err(), Ordering::Relaxed);
             let _ = done_tx.send(r);
         })
@@ -124,12 +150,12 @@ pub async fn write_as(
         (version, dirty, sizes)
     })
     .await;
+    on_cut();
     if cut != Cut::Held {
         for s in 0..n {
             shard.unlock(s, vec![EVERY_KEY], false).await;
         }
     }
-    on_cut();
     let version = begun.iter().map(|b| b.0).max().unwrap_or(rdb::VERSION_BASE);
     let header = if commands {
         Vec::new()
@@ -243,6 +269,62 @@ async fn give_way(spent: Duration) {
     }
 }
 
+/// Hands `put` the header, then the records in the order they came (those that came before
+/// the header after it); its flag says a piece is records (counted in the flow), not the
+/// header. Returns whether every shard finished (false: the snapshot stopped).
+fn in_order(
+    rx: mpsc::Receiver<Piece>,
+    shards: usize,
+    mut put: impl FnMut(Vec<u8>, bool) -> std::io::Result<()>,
+) -> std::io::Result<bool> {
+    let mut early: Vec<Vec<u8>> = Vec::new();
+    let (mut started, mut done) = (false, 0);
+    for piece in rx {
+        match piece {
+            Piece::Header(h) => {
+                put(h, false)?;
+                started = true;
+                for c in early.drain(..) {
+                    put(c, true)?;
+                }
+            }
+            Piece::Chunk(c) if started => put(c, true)?,
+            Piece::Chunk(c) => early.push(c),
+            Piece::Done => done += 1,
+        }
+    }
+    Ok(started && done == shards)
+}
+
+/// The sending thread of a snapshot for a replica: the file's bytes, in order, to the
+/// connection's task (which writes them and gives their count back to the flow). Returns the
+/// bytes sent.
+fn send_pieces(
+    rx: mpsc::Receiver<Piece>,
+    shards: usize,
+    flow: &Flow,
+    out: tokio::sync::mpsc::UnboundedSender<(Vec<u8>, usize)>,
+) -> Result<u64, String> {
+    let gone = || std::io::Error::other("the replica is gone");
+    let mut digest = rdb::file_digest();
+    let mut bytes = 0u64;
+    let complete = in_order(rx, shards, |b, counted| {
+        digest.update(&b);
+        bytes += b.len() as u64;
+        let n = if counted { b.len() } else { 0 };
+        out.send((b, n)).map_err(|_| gone())
+    })
+    .map_err(|e| e.to_string())?;
+    if !complete {
+        flow.failed.store(true, Ordering::Relaxed);
+        return Err("the snapshot stopped before its end".into());
+    }
+    let end = rdb::file_end(digest).to_vec();
+    bytes += end.len() as u64;
+    out.send((end, 0)).map_err(|_| gone().to_string())?;
+    Ok(bytes)
+}
+
 /// The writer thread: the pieces into a temporary file, then the file into place. Returns the
 /// file's size.
 fn write_file(
@@ -257,35 +339,17 @@ fn write_file(
     let written = (|| -> std::io::Result<Result<u64, String>> {
         let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         let mut digest = rdb::file_digest();
-        let mut early: Vec<Vec<u8>> = Vec::new();
-        let (mut started, mut done, mut bytes) = (false, 0, 0u64);
-        let mut put = |f: &mut std::io::BufWriter<_>, b: &[u8]| -> std::io::Result<()> {
-            digest.update(b);
+        let mut bytes = 0u64;
+        let complete = in_order(rx, shards, |b, record| {
+            digest.update(&b);
             bytes += b.len() as u64;
-            f.write_all(b)
-        };
-        for piece in rx {
-            match piece {
-                Piece::Header(h) => {
-                    put(&mut f, &h)?;
-                    started = true;
-                    for c in early.drain(..) {
-                        put(&mut f, &c)?;
-                    }
-                }
-                Piece::Chunk(c) => {
-                    let len = c.len();
-                    if started {
-                        put(&mut f, &c)?;
-                    } else {
-                        early.push(c);
-                    }
-                    flow.in_flight.fetch_sub(len, Ordering::Relaxed);
-                }
-                Piece::Done => done += 1,
+            f.write_all(&b)?;
+            if record {
+                flow.in_flight.fetch_sub(b.len(), Ordering::Relaxed);
             }
-        }
-        if !started || done < shards {
+            Ok(())
+        })?;
+        if !complete {
             return Ok(Err("the snapshot stopped before its end".into()));
         }
         let end = if commands {

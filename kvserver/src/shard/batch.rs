@@ -17,6 +17,8 @@ pub struct RemoteBatch {
 pub(super) const RESP3: u8 = 1;
 /// [`RemoteBatch`] command bit: the client is in CLIENT NO-TOUCH mode.
 pub(super) const NO_TOUCH: u8 = 2;
+/// [`RemoteBatch`] command bit: the command comes from this replica's master.
+pub(super) const MASTER: u8 = 4;
 
 impl RemoteBatch {
     /// Appends one command of a client with this session.
@@ -29,7 +31,8 @@ impl RemoteBatch {
             RESP3
         } else {
             0
-        } | if session.no_touch { NO_TOUCH } else { 0 };
+        } | if session.no_touch { NO_TOUCH } else { 0 }
+            | if session.master { MASTER } else { 0 };
         self.cmds.push((args.len() as u32, session.db as u32, bits));
         self.client = session.id;
     }

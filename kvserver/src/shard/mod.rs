@@ -450,6 +450,7 @@ impl Shard {
                 Proto::Resp2
             };
             session.no_touch = bits & batch::NO_TOUCH != 0;
+            session.master = bits & batch::MASTER != 0;
             self.run_local(&mut session, &args, &mut reply.out).await;
             reply.ends.push(reply.out.len() as u32);
         }
@@ -517,6 +518,11 @@ impl Shard {
                 }
                 if self.id == 0 && self.ticks.get() % 10 == 0 {
                     crate::persist::cron(self);
+                    crate::repl::cron(self);
+                }
+                let few = crate::repl::too_few_replicas(self);
+                if self.db.borrow().too_few_replicas != few {
+                    self.db.borrow_mut().too_few_replicas = few;
                 }
             }
             Msg::Stop => self.stop.notify_one(),

@@ -20,6 +20,7 @@ mod multishard;
 mod notifications;
 mod persistence;
 mod pubsub;
+mod replication;
 mod sets;
 mod support;
 mod transactions;

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Issue 18's replication benchmarks, ours against Debian's redis-server, alternated rounds.
+
+Masters run on CPU 0; replicas and the load on CPU 1 (run this script there too):
+  1. SET -P 16 (redis-benchmark -t set -P 16 -c 50 -d 64 -r 100000) on a master with no replica,
+     then with one replica attached: throughput, the master's CPU per request (utime+stime from
+     /proc over the run), and the replica's lag: for every sample of the master's offset, the
+     time until the replica's offset reached it (its worst over the run).
+  2. Full sync of N small keys: time from REPLICAOF until the replica serves all N
+     (link up and DBSIZE = N). Redis runs with repl-diskless-sync-delay 0 (its default waits
+     5 s for more replicas); all else default.
+  3. WAIT 1 0 after each SET, 10 client processes for T seconds: SET+WAIT pairs per second.
+
+Run from the project's root after `cargo build --release -p kvserver`:
+  taskset -c 1 python3 scripts/repl-bench.py            (ROUNDS=3 N=10000000 T=5 by default;
+                                                          PARTS="set sync wait" picks parts)
+"""
+
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+N = int(os.environ.get("N", "10000000"))
+T = float(os.environ.get("T", "5"))
+REQS = int(os.environ.get("REQS", "3000000"))
+BIN = os.environ.get("BIN", "target/release")
+PARTS = os.environ.get("PARTS", "set sync wait").split()
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Conn:
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.f = self.s.makefile("rb")
+
+    def call(self, *args):
+        self.s.sendall(b"".join([b"*%d\r\n" % len(args)] +
+                                [b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args]))
+        line = self.f.readline()
+        if line[:1] == b"$":
+            n = int(line[1:])
+            return self.f.read(n + 2)[:-2].decode()
+        return line.decode().strip()
+
+    def info(self):
+        d = {}
+        for line in self.call("INFO", "replication").splitlines():
+            if ":" in line:
+                k, v = line.split(":", 1)
+                d[k] = v.strip()
+        return d
+
+
+def cpu_secs(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / TICK
+
+
+def start(kind, port, d, cpu):
+    if kind == "ours":
+        cmd = [f"{BIN}/kvserver", "--port", str(port), "--threads", "1", "--save", "", "--dir", d]
+    else:
+        cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
+               "--dir", d, "--repl-diskless-sync-delay", "0"]
+    p = subprocess.Popen(["taskset", "-c", str(cpu), *cmd],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(400):
+        try:
+            if Conn(port).call("PING") == "+PONG":
+                return p
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit(f"{kind} did not start")
+
+
+class Pair:
+    """A master on CPU 0 (started at once) and, on demand, its replica on CPU 1; both stopped
+    and their directory removed at the end of the `with`."""
+
+    def __init__(self, kind):
+        self.kind, self.d = kind, tempfile.mkdtemp(prefix=f"repl-{kind}-")
+        self.mp, self.rp, self.r = free_port(), free_port(), None
+
+    def __enter__(self):
+        os.makedirs(self.d + "/m")
+        self.m = start(self.kind, self.mp, self.d + "/m", 0)
+        return self
+
+    def replica(self):
+        os.makedirs(self.d + "/r")
+        self.r = start(self.kind, self.rp, self.d + "/r", 1)
+        return Conn(self.rp)
+
+    def __exit__(self, *_):
+        for p in (self.r, self.m):
+            if p:
+                p.terminate()
+                p.wait()
+        subprocess.run(["rm", "-rf", self.d])
+
+
+def synced(m, r):
+    while True:
+        mi, ri = m.info(), r.info()
+        if ri.get("master_link_status") == "up" and \
+                ri.get("slave_repl_offset") == mi.get("master_repl_offset"):
+            return
+        time.sleep(0.01)
+
+
+def bench_set(port):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-t", "set", "-P", "16", "-c", "50", "-d", "64",
+         "-r", "100000", "-n", str(REQS), "-q"], capture_output=True, text=True).stdout
+    # "SET: 812345.67 requests per second, p50=..."
+    last = [line for line in out.replace("\r", "\n").splitlines() if "requests per second" in line][-1]
+    return float(last.split(":")[1].split()[0])
+
+
+def round_set(kind):
+    with Pair(kind) as pr:
+        m, mp, rp = pr.m, pr.mp, pr.rp
+        c0 = cpu_secs(m.pid)
+        alone = bench_set(mp)
+        cpu_alone = (cpu_secs(m.pid) - c0) / REQS
+        mc, rc = Conn(mp), pr.replica()
+        rc.call("REPLICAOF", "127.0.0.1", str(mp))
+        synced(mc, rc)
+        samples_m, samples_r, stop = [], [], threading.Event()
+
+        def sampler():
+            a, b = Conn(mp), Conn(rp)
+            while not stop.is_set():
+                t = time.time()
+                samples_m.append((t, int(a.info()["master_repl_offset"])))
+                samples_r.append((time.time(), int(b.info()["slave_repl_offset"])))
+                time.sleep(0.02)
+
+        th = threading.Thread(target=sampler)
+        th.start()
+        c0 = cpu_secs(m.pid)
+        with_r = bench_set(mp)
+        cpu_with = (cpu_secs(m.pid) - c0) / REQS
+        synced(mc, rc)
+        stop.set()
+        th.join()
+        end = (time.time(), int(mc.info()["master_repl_offset"]))
+        samples_r.append(end)
+        lag, j = 0.0, 0
+        for t, off in samples_m:
+            while j < len(samples_r) and samples_r[j][1] < off:
+                j += 1
+            lag = max(lag, (samples_r[j][0] if j < len(samples_r) else end[0]) - t)
+        return dict(alone=alone, with_r=with_r, ratio=with_r / alone,
+                    cpu_alone=cpu_alone * 1e6, cpu_with=cpu_with * 1e6, lag=lag)
+
+
+def fill(port, n):
+    gen = subprocess.Popen(["redis-cli", "-p", str(port), "--pipe"], stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL)
+    batch = []
+    for i in range(n):
+        batch.append(b"*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nvalue-%010d\r\n" % (i, i))
+        if len(batch) == 10000:
+            gen.stdin.write(b"".join(batch))
+            batch = []
+    gen.stdin.write(b"".join(batch))
+    gen.stdin.close()
+    gen.wait()
+
+
+def round_sync(kind):
+    with Pair(kind) as pr:
+        fill(pr.mp, N)
+        assert int(Conn(pr.mp).call("DBSIZE")[1:]) == N
+        rc = pr.replica()
+        t0 = time.time()
+        rc.call("REPLICAOF", "127.0.0.1", str(pr.mp))
+        while True:
+            try:
+                if rc.info().get("master_link_status") == "up" and \
+                        int(rc.call("DBSIZE")[1:]) == N:
+                    break
+            except (ValueError, IndexError):
+                pass  # -LOADING while Redis loads
+            time.sleep(0.01)
+        return dict(secs=time.time() - t0)
+
+
+def waiter(port, secs, i, q):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = s.makefile("rb")
+    key = b"w%d" % i
+    req = b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1\r\nv\r\n*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n" % (
+        len(key), key)
+    n, end = 0, time.time() + secs
+    while time.time() < end:
+        s.sendall(req)
+        f.readline()
+        r = f.readline()
+        assert r == b":1\r\n", r
+        n += 1
+    q.put(n)
+
+
+def round_wait(kind):
+    with Pair(kind) as pr:
+        mc, rc = Conn(pr.mp), pr.replica()
+        rc.call("REPLICAOF", "127.0.0.1", str(pr.mp))
+        synced(mc, rc)
+        q = multiprocessing.Queue()
+        ps = [multiprocessing.Process(target=waiter, args=(pr.mp, T, i, q)) for i in range(10)]
+        for p in ps:
+            p.start()
+        total = sum(q.get() for _ in ps)
+        for p in ps:
+            p.join()
+        return dict(rps=total / T)
+
+
+def main():
+    parts = {"set": round_set, "sync": round_sync, "wait": round_wait}
+    for part in PARTS:
+        res = {"ours": [], "redis": []}
+        for rnd in range(ROUNDS):
+            kinds = ("ours", "redis") if rnd % 2 == 0 else ("redis", "ours")
+            for kind in kinds:
+                x = parts[part](kind)
+                res[kind].append(x)
+                print(f"{part} round {rnd} {kind:5}: " +
+                      ", ".join(f"{k}={v:.3f}" for k, v in x.items()), flush=True)
+        print(f"{part} medians over {ROUNDS} rounds:")
+        for kind, xs in res.items():
+            print(f"  {kind:5}: " + ", ".join(
+                f"{k}={statistics.median(x[k] for x in xs):.3f}" for k in xs[0]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
