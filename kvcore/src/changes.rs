@@ -22,6 +22,10 @@ use crate::resp::reply::{parse_reply, Value as Reply};
 use crate::value::Value;
 use crate::Db;
 
+/// A place in a store's change log (see [`Db::log_mark`]).
+#[derive(Clone, Copy, Debug)]
+pub struct LogMark(usize, Option<usize>);
+
 /// The change buffer of a store.
 #[derive(Default)]
 pub struct ChangeLog {
@@ -107,6 +111,36 @@ impl Db {
             log.db = db;
         } else {
             encode(&mut log.out, &[b"EXEC"]);
+        }
+    }
+
+    /// Marks the log's end, for [`Db::changes_since`]: what is logged next starts with its
+    /// SELECT. `None` when nothing is logged.
+    pub fn log_mark(&mut self) -> Option<LogMark> {
+        let log = self.changes.as_deref_mut()?;
+        let mark = LogMark(log.out.len(), log.db.take());
+        Some(mark)
+    }
+
+    /// Takes out what was logged since `mark` (a whole run of commands, beginning with its
+    /// SELECT); the log goes on as it was at the mark. A host gathers the parts a transaction
+    /// spanning shards logged on each, to log them once between MULTI and EXEC
+    /// ([`Db::log_raw`]).
+    pub fn changes_since(&mut self, mark: LogMark) -> Vec<u8> {
+        let Some(log) = self.changes.as_deref_mut() else {
+            return Vec::new();
+        };
+        let part = log.out.split_off(mark.0.min(log.out.len()));
+        log.db = mark.1;
+        part
+    }
+
+    /// Appends commands already encoded (parts from [`Db::changes_since`], each beginning with
+    /// its SELECT); the next command logged selects its database again.
+    pub fn log_raw(&mut self, bytes: &[u8]) {
+        if let Some(log) = self.changes.as_deref_mut() {
+            log.out.extend_from_slice(bytes);
+            log.db = None;
         }
     }
 

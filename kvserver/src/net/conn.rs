@@ -1490,29 +1490,33 @@ impl<'a> Conn<'a> {
             tx::null_array(&mut self.out, self.session.proto);
         } else {
             tx::array_len(&mut self.out, queue.len());
+            // When changes are logged (AOF, replicas) and every command runs in one shard's
+            // store, each shard hands back what its commands logged, and the whole is logged
+            // here once between MULTI and EXEC, under the locks: a replica or a reload applies
+            // all of it or none. (Otherwise each shard logs its own part.)
+            let mut block = (shard.db.borrow().logs_changes()
+                && queue.iter().all(|args| self.tx_shard(&args).is_some()))
+            .then(Vec::new);
             // Runs of commands that each live on one shard go out as one batch per shard, in
             // parallel (under the locks they touch disjoint keys); the others run one by one.
             let mut run: Vec<(usize, SmallVec<[&[u8]; 8]>)> = Vec::new();
             for args in queue.iter() {
-                // (A subscriber's PING answers in another shape: one by one then.)
-                let simple = if self.changes_session(&args) || self.subs.is_some() {
-                    None
-                } else {
-                    match classify(shard, self.session, &args) {
-                        Route::Local(..) => Some(shard.id),
-                        Route::Remote(s) => Some(s),
-                        _ => None,
-                    }
-                };
-                match simple {
+                match self.tx_shard(&args) {
                     Some(s) => run.push((s, args)),
                     None => {
-                        self.run_batches(std::mem::take(&mut run)).await;
+                        self.run_batches(std::mem::take(&mut run), &mut block).await;
                         Box::pin(self.run_held(&args)).await;
                     }
                 }
             }
-            self.run_batches(run).await;
+            self.run_batches(run, &mut block).await;
+            if let Some(parts) = block.filter(|b| !b.is_empty()) {
+                let mut whole = b"*1\r\n$5\r\nMULTI\r\n".to_vec();
+                whole.extend_from_slice(&parts);
+                whole.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+                shard.db.borrow_mut().log_raw(&whole);
+                shard.flush_changes();
+            }
         }
         tx::unlock(shard, locks).await;
         self.unwatch().await;
@@ -1530,10 +1534,31 @@ impl<'a> Conn<'a> {
 
     /// Runs single-shard commands of a transaction whose locks are held: one job per shard,
     /// all shards at once, replies stitched back in order.
-    async fn run_batches(&mut self, run: Vec<(usize, SmallVec<[&[u8]; 8]>)>) {
+    /// The shard a queued command runs on by itself (in its store), or `None` for one that
+    /// runs through the server ([`Conn::run_held`]; a subscriber's PING, which answers in
+    /// another shape, and commands that change the session among them).
+    fn tx_shard(&self, args: &[&[u8]]) -> Option<usize> {
+        if self.changes_session(args) || self.subs.is_some() {
+            return None;
+        }
+        match classify(self.shard, self.session, args) {
+            Route::Local(..) => Some(self.shard.id),
+            Route::Remote(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Runs a transaction's commands, each on its shard, one batch per shard in parallel;
+    /// with `block`, each shard's changes are taken out of its log and added to it, in order.
+    async fn run_batches(
+        &mut self,
+        run: Vec<(usize, SmallVec<[&[u8]; 8]>)>,
+        block: &mut Option<Vec<u8>>,
+    ) {
         if run.is_empty() {
             return;
         }
+        let gather = block.is_some();
         let shard = self.shard;
         let mut by_shard: std::collections::BTreeMap<usize, Vec<Vec<Vec<u8>>>> = Default::default();
         for (s, args) in &run {
@@ -1546,10 +1571,19 @@ impl<'a> Conn<'a> {
         let replies = futures_util::future::join_all(by_shard.into_iter().map(|(s, cmds)| {
             let mut sess = session.clone();
             async move {
-                let r = shard
+                let (r, part) = shard
                     .call(s, move |sh: &Shard| {
-                        sh.db.borrow_mut().refresh_clock();
-                        cmds.iter()
+                        let mark = {
+                            let mut db = sh.db.borrow_mut();
+                            db.refresh_clock();
+                            if gather {
+                                db.log_mark()
+                            } else {
+                                None
+                            }
+                        };
+                        let replies = cmds
+                            .iter()
                             .map(|args| {
                                 let refs: SmallVec<[&[u8]; 8]> =
                                     args.iter().map(Vec::as_slice).collect();
@@ -1557,13 +1591,24 @@ impl<'a> Conn<'a> {
                                 sh.execute(&mut sess, commands::lookup(refs[0]), &refs, &mut out);
                                 out
                             })
-                            .collect::<Vec<Vec<u8>>>()
+                            .collect::<Vec<Vec<u8>>>();
+                        let part = mark.map(|m| sh.db.borrow_mut().changes_since(m));
+                        (replies, part.unwrap_or_default())
                     })
                     .await;
-                (s, r.into_iter())
+                (s, r.into_iter(), part)
             }
         }))
         .await;
+        let replies: Vec<_> = replies
+            .into_iter()
+            .map(|(s, r, part)| {
+                if let Some(b) = block.as_mut() {
+                    b.extend_from_slice(&part);
+                }
+                (s, r)
+            })
+            .collect();
         let mut replies: std::collections::BTreeMap<usize, std::vec::IntoIter<Vec<u8>>> =
             replies.into_iter().collect();
         for (s, _) in &run {

@@ -321,7 +321,7 @@ async fn connect(shard: &Rc<Shard>, host: &str, port: u16, generation: u64) -> R
         log!(2, "Full resync from master: {id}:{off}");
         note(shard, generation, |m| m.syncing = true);
         let file = receive_file(&mut wire, shard, generation).await?;
-        load(shard, &file, id, off).await?;
+        load(shard, file, id, off).await?;
         log!(2, "MASTER <-> REPLICA sync: Finished with success");
     } else if let Some(rest) = reply.strip_prefix("+CONTINUE") {
         let new_id = rest.trim();
@@ -419,19 +419,30 @@ async fn receive_file(wire: &mut Wire, shard: &Shard, generation: u64) -> Result
 
 /// Replaces every database with the snapshot's keys (every key of every shard locked
 /// meanwhile), and takes the master's stream identity: its id, its offset, an empty backlog.
-async fn load(shard: &Shard, file: &[u8], replid: &str, offset: u64) -> Result<(), String> {
+async fn load(shard: &Shard, file: Vec<u8>, replid: &str, offset: u64) -> Result<(), String> {
     let g = &shard.global;
     let config = shard.db.borrow().config.clone();
     let n = shard.n;
-    let mut by_shard: Vec<Vec<rdb::LoadedKey>> = (0..n).map(|_| Vec::new()).collect();
-    let store = kvcore::Db::with_config(config.clone());
     let started = Instant::now();
-    // Keys past their deadline are loaded too: the master decides when they go.
-    let stats = rdb::load_file(file, store.rdb_limits(), 0, config.databases, |k| {
-        by_shard[route::shard_of(&k.key, n)].push(k)
-    })
-    .map_err(|e| format!("can't load the master's snapshot: {e}"))?;
-    drop(store);
+    // The file is parsed on a thread of its own, so this shard's event loop goes on meanwhile
+    // (the old data is served until the switch).
+    let (tx, rx) = futures_channel::oneshot::channel();
+    std::thread::Builder::new()
+        .name("repl-load".into())
+        .spawn(move || {
+            let mut by_shard: Vec<Vec<rdb::LoadedKey>> = (0..n).map(|_| Vec::new()).collect();
+            let store = kvcore::Db::with_config(config.clone());
+            // Keys past their deadline are loaded too: the master decides when they go.
+            let r = rdb::load_file(&file, store.rdb_limits(), 0, config.databases, |k| {
+                by_shard[route::shard_of(&k.key, n)].push(k)
+            });
+            let _ = tx.send(r.map(|stats| (stats, by_shard)));
+        })
+        .map_err(|e| format!("can't start the loading thread: {e}"))?;
+    let (stats, by_shard) = rx
+        .await
+        .map_err(|_| "the loading thread stopped".to_string())?
+        .map_err(|e| format!("can't load the master's snapshot: {e}"))?;
     for s in 0..n {
         shard.lock(s, vec![EVERY_KEY], true).await;
     }

@@ -643,3 +643,42 @@ fn config_set_appendfsync_at_run_time() {
     let v: Vec<Option<String>> = q(&mut c, &["MGET", "a3", "b3"]);
     assert_eq!(v, [Some("1".into()), Some("2".into())]);
 }
+
+/// A transaction over keys on several shards is logged once, whole, between MULTI and EXEC:
+/// a reload (or a replica) applies all of it or none.
+#[test]
+fn a_transaction_spanning_shards_is_one_block_in_the_file() {
+    let dir = TempDir::new("aof-tx-block");
+    let server = Server::start(&aof_args("3", dir.path(), "always", &[]));
+    let mut c = server.client();
+    let keys: Vec<String> = (0..3)
+        .map(|s| crate::support::key_on("tx", s, 3, 0))
+        .collect();
+    let _: () = redis::pipe()
+        .atomic()
+        .cmd("SET")
+        .arg(&keys[0])
+        .arg("a")
+        .cmd("INCR")
+        .arg(&keys[1])
+        .cmd("RPUSH")
+        .arg(&keys[2])
+        .arg("x")
+        .query(&mut c)
+        .unwrap();
+    let incr = std::fs::read(Path::new(dir.path()).join("appendonlydir/appendonly.aof.1.incr.aof"))
+        .unwrap();
+    let text = String::from_utf8_lossy(&incr);
+    let multi = text.find("MULTI").expect("a MULTI in the file");
+    let exec = text.find("EXEC").expect("an EXEC in the file");
+    for k in &keys {
+        let at = text.find(k.as_str()).expect("each key in the file");
+        assert!(multi < at && at < exec, "{text:?}");
+    }
+    assert_eq!(text.matches("MULTI").count(), 1, "{text:?}");
+    drop(server);
+    let server = Server::start(&aof_args("1", dir.path(), "always", &[]));
+    let mut c = server.client();
+    let v: Vec<Option<String>> = q(&mut c, &["MGET", &keys[0], &keys[1]]);
+    assert_eq!(v, vec![Some("a".to_string()), Some("1".to_string())]);
+}

@@ -146,7 +146,8 @@ fn kvserver_replicates_kvserver_with_1_and_3_shards() {
     }
 }
 
-/// Readers on the replica never see part of an MSET whose keys live on different shards.
+/// Readers on the replica never see part of an MSET or of a MULTI/EXEC whose keys live on
+/// different shards.
 #[test]
 fn replica_never_shows_part_of_a_multi_shard_command() {
     let master = Server::start(&["--threads", "3", "--save", ""]);
@@ -180,7 +181,23 @@ fn replica_never_shows_part_of_a_multi_shard_command() {
         .collect();
     for i in 1..2000 {
         let v = i.to_string();
-        let _: () = q(&mut m, &["MSET", &keys[0], &v, &keys[1], &v, &keys[2], &v]);
+        if i % 2 == 0 {
+            let _: () = q(&mut m, &["MSET", &keys[0], &v, &keys[1], &v, &keys[2], &v]);
+        } else {
+            let _: () = redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(&keys[0])
+                .arg(&v)
+                .cmd("SET")
+                .arg(&keys[1])
+                .arg(&v)
+                .cmd("SET")
+                .arg(&keys[2])
+                .arg(&v)
+                .query(&mut m)
+                .unwrap();
+        }
     }
     caught_up(&mut m, &mut r);
     stop.store(true, Ordering::Relaxed);
