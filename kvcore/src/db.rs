@@ -368,13 +368,14 @@ impl Db {
     }
 
     /// Makes this store a replica's (`on`) or a master's again. A replica deletes no key by
-    /// itself: no active expiry; its clients see a key past its deadline as absent, and its
-    /// master's stream (sessions with [`Session::master`]) sees it as live, as the master
-    /// decides when a key expires and sends the DEL.
+    /// itself: no active expiry; the commands of its clients see a key past its deadline as
+    /// absent, and everything else (its master's stream, the steps of commands spanning
+    /// shards, which may be the master's) sees it as live, as the master decides when a key
+    /// expires and sends the DEL.
     pub fn set_replica(&mut self, on: bool) {
         self.replica = on;
         self.set_view(if on {
-            ReplicaView::Hide
+            ReplicaView::Master
         } else {
             ReplicaView::Own
         });
@@ -535,12 +536,10 @@ impl Db {
         }
         let start = (!session.internal).then(quanta::Instant::now);
         let dbi = session.db;
-        if self.replica {
-            self.set_view(if session.master {
-                ReplicaView::Master
-            } else {
-                ReplicaView::Hide
-            });
+        // A replica's own client (not a step of another command) does not see expired keys.
+        let hide = self.replica && !session.master && !session.internal;
+        if hide {
+            self.set_view(ReplicaView::Hide);
         }
         let mut ctx = Ctx {
             db: self,
@@ -548,6 +547,9 @@ impl Db {
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        if hide {
+            self.set_view(ReplicaView::Master);
+        }
         if spec.has(flags::WRITE) && out.get(mark) != Some(&b'-') {
             self.stats.dirty += 1;
             if self.changes.is_some() && !spec.has(flags::BLOCKING) {

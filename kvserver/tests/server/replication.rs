@@ -348,6 +348,10 @@ impl Proxy {
                             match from.read(&mut buf) {
                                 Ok(0) | Err(_) => break,
                                 Ok(n) => {
+                                    // What was read as the stall began waits for its end.
+                                    while m.load(Ordering::Relaxed) == 1 {
+                                        std::thread::sleep(Duration::from_millis(5));
+                                    }
                                     if to.write_all(&buf[..n]).is_err() {
                                         break;
                                     }
@@ -657,4 +661,38 @@ fn stale_data_and_min_replicas() {
     eventually(10, "a good replica lets writes in", || {
         call(&mut m, "SET k 1") == "+OK\r\n"
     });
+}
+
+/// What the master did to a key before it expired, the replica does too, even when the stream
+/// arrives after the deadline (here: held back by a stalled link) and the command spans the
+/// replica's shards.
+#[test]
+fn replica_applies_what_the_master_saw_of_expiring_keys() {
+    let master = Server::start(&["--threads", "1", "--save", ""]);
+    let replica = Server::start(&["--threads", "3", "--save", ""]);
+    let (mut m, mut r) = (master.client(), replica.client());
+    let proxy = Proxy::new(master.port);
+    let _: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &proxy.port.to_string()]);
+    caught_up(&mut m, &mut r);
+    let (a, b) = (key_on("ra", 0, 3, 0), key_on("rb", 1, 3, 0));
+    let (c, d) = (key_on("rc", 2, 3, 0), key_on("rd", 2, 3, 1));
+    proxy.set(1);
+    let _: () = q(&mut m, &["SET", &a, "v", "PX", "300"]);
+    let _: () = q(&mut m, &["RENAME", &a, &b]);
+    let _: i64 = q(&mut m, &["PERSIST", &b]);
+    let _: () = q(&mut m, &["SET", &c, "w", "PX", "300"]);
+    let _: () = q(&mut m, &["RENAME", &c, &d]);
+    let _: i64 = q(&mut m, &["PERSIST", &d]);
+    std::thread::sleep(Duration::from_millis(500));
+    // The replica's own clients read those shards meanwhile (they see nothing yet).
+    let none: Vec<Option<String>> = q(&mut r, &["MGET", &a, &b, &c, &d]);
+    assert_eq!(none, vec![None; 4]);
+    for k in [&a, &c] {
+        let v: Option<String> = q(&mut r, &["GET", k]);
+        assert_eq!(v, None);
+    }
+    proxy.set(0);
+    caught_up(&mut m, &mut r);
+    let v: Vec<Option<String>> = q(&mut r, &["MGET", &a, &b, &c, &d]);
+    assert_eq!(v, vec![None, Some("v".into()), None, Some("w".into())]);
 }
