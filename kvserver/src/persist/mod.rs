@@ -423,6 +423,17 @@ async fn claim_when_free(shard: &Shard) {
     }
 }
 
+/// Claims the one snapshot slot for a snapshot of another purpose (a replica's full sync),
+/// waiting for a running save or rewrite: one snapshot at a time walks the shards.
+pub async fn claim_snapshot(shard: &Shard) {
+    claim_when_free(shard).await;
+}
+
+/// Gives back what [`claim_snapshot`] took.
+pub fn release_snapshot(shard: &Shard) {
+    shard.global.rdb.in_progress.store(false, Ordering::Release);
+}
+
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: saves first when asked to, or when save
 /// points are configured and NOSAVE is not given; a failed save stops the shutdown unless
 /// FORCE. Returns true when the server is going down (the connection then closes).

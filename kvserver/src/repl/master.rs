@@ -129,6 +129,36 @@ async fn full_sync(
     let g = &shard.global;
     ensure_backlog(shard).await;
     let id = add_follower(g, ip.to_string(), port, Phase::WaitBgsave, None);
+    crate::persist::claim_snapshot(shard).await;
+    let r = snapshot_to(shard, wr, id, eof, psync).await;
+    crate::persist::release_snapshot(shard);
+    let (bytes, at, diskless) = r?;
+    if let Some(f) = lock(&g.repl.state)
+        .followers
+        .iter_mut()
+        .find(|f| f.id == id)
+    {
+        f.phase = Phase::Online;
+        f.ack_at = Instant::now();
+        f.wait_ack = eof && diskless;
+    }
+    log!(
+        2,
+        "Synchronization with replica {ip}:{port} succeeded ({bytes} bytes, offset {at})"
+    );
+    Ok(id)
+}
+
+/// The snapshot's moment, `+FULLRESYNC`, the file, for replica `id`; returns the bytes sent,
+/// the snapshot's offset and whether it went in the diskless format.
+async fn snapshot_to(
+    shard: &Shard,
+    wr: &mut OwnedWriteHalf,
+    id: u64,
+    eof: bool,
+    psync: bool,
+) -> Result<(u64, u64, bool), (u64, String)> {
+    let g = &shard.global;
     let fail = |e: String| (id, e);
     // On a replica, the cut falls between two batches of its master's stream.
     let gate = if g.repl.is_replica.load(Ordering::Relaxed) {
@@ -260,21 +290,7 @@ async fn full_sync(
         let _ = std::fs::remove_file(&path);
         sent.map_err(|e| fail(e.to_string()))?
     };
-    let at = at.get().unwrap_or(0);
-    if let Some(f) = lock(&g.repl.state)
-        .followers
-        .iter_mut()
-        .find(|f| f.id == id)
-    {
-        f.phase = Phase::Online;
-        f.ack_at = Instant::now();
-        f.wait_ack = eof && diskless;
-    }
-    log!(
-        2,
-        "Synchronization with replica {ip}:{port} succeeded ({bytes} bytes, offset {at})"
-    );
-    Ok(id)
+    Ok((bytes, at.get().unwrap_or(0), diskless))
 }
 
 /// Writes the stream to the replica as it grows; returns when the replica is dropped or fell

@@ -48,6 +48,29 @@ fn data(c: &mut redis::Connection) -> BTreeMap<(i64, String), String> {
     contents(c)
 }
 
+/// Two servers' data are the same; on a difference, says which key first (not all of it).
+fn same(
+    a: BTreeMap<(i64, String), String>,
+    b: BTreeMap<(i64, String), String>,
+    what: impl std::fmt::Display,
+) {
+    if a == b {
+        return;
+    }
+    let first = a
+        .iter()
+        .zip(b.iter())
+        .find(|(x, y)| x != y)
+        .map(|(x, y)| format!("{:?} vs {:?}", x.0, y.0));
+    let cut = |s: String| s.chars().take(300).collect::<String>();
+    panic!(
+        "{what}: {} keys vs {}; first difference: {}",
+        a.len(),
+        b.len(),
+        cut(first.unwrap_or_else(|| "one is a prefix of the other".into()))
+    );
+}
+
 /// A write load over every shard: strings, counters, lists, sets, hashes, sorted sets, multi-key
 /// commands spanning shards, transactions, expiry and deletes; `tag` keeps loads apart.
 fn load(c: &mut redis::Connection, tag: &str, rounds: usize) {
@@ -103,10 +126,10 @@ fn kvserver_replicates_kvserver_with_1_and_3_shards() {
         let again: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &port]);
         assert_eq!(again, "OK Already connected to specified master");
         caught_up(&mut m, &mut r);
-        assert_eq!(
+        same(
             data(&mut r),
             data(&mut m),
-            "after the full sync, {mn} -> {rn}"
+            "after the full sync, {mn} -> {rn}",
         );
         // Live writes from several clients at once, on every shard.
         let threads: Vec<_> = (0..4)
@@ -121,10 +144,10 @@ fn kvserver_replicates_kvserver_with_1_and_3_shards() {
         let acked: i64 = q(&mut m, &["WAIT", "1", "5000"]);
         assert_eq!(acked, 1);
         caught_up(&mut m, &mut r);
-        assert_eq!(
+        same(
             data(&mut r),
             data(&mut m),
-            "after the live load, {mn} -> {rn}"
+            "after the live load, {mn} -> {rn}",
         );
         let role: Vec<redis::Value> = q(&mut r, &["ROLE"]);
         assert_eq!(role.len(), 5);
@@ -221,13 +244,13 @@ fn debian_redis_replicates_kvserver_then_is_promoted() {
         &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
     );
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m), "after the full sync");
+    same(data(&mut r), data(&mut m), "after the full sync");
     // Writes while the first one is loading and after.
     load(&mut m, "live", 300);
     let acked: i64 = q(&mut m, &["WAIT", "1", "5000"]);
     assert_eq!(acked, 1, "redis-server acknowledges");
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m), "after the live load");
+    same(data(&mut r), data(&mut m), "after the live load");
     // Promotion: the data stays and it takes writes.
     let _: String = q(&mut r, &["REPLICAOF", "NO", "ONE"]);
     let _: () = q(&mut r, &["SET", "after-promotion", "1"]);
@@ -236,7 +259,7 @@ fn debian_redis_replicates_kvserver_then_is_promoted() {
         (0, "after-promotion".into()),
         "string [49] ttl=false".into(),
     );
-    assert_eq!(data(&mut r), expect);
+    same(data(&mut r), expect, "after the promotion");
     let _ = child.kill();
     let _ = child.wait();
 }
@@ -253,19 +276,19 @@ fn kvserver_replicates_debian_redis_then_is_promoted() {
         let mut r = replica.client();
         let _: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &port.to_string()]);
         caught_up(&mut m, &mut r);
-        assert_eq!(
+        same(
             data(&mut r),
             data(&mut m),
-            "after the full sync, {n} shards"
+            "after the full sync, {n} shards",
         );
         load(&mut m, &format!("live{n}"), 300);
         let acked: i64 = q(&mut m, &["WAIT", "1", "5000"]);
         assert_eq!(acked, 1, "kvserver acknowledges to redis-server");
         caught_up(&mut m, &mut r);
-        assert_eq!(
+        same(
             data(&mut r),
             data(&mut m),
-            "after the live load, {n} shards"
+            "after the live load, {n} shards",
         );
         let _: String = q(&mut r, &["REPLICAOF", "NO", "ONE"]);
         let _: () = q(&mut r, &["SET", "after-promotion", "1"]);
@@ -292,7 +315,7 @@ fn failover_needs_no_full_sync() {
     let _: String = q(&mut ca, &["REPLICAOF", "127.0.0.1", &b.port.to_string()]);
     load(&mut cb, "two", 200);
     caught_up(&mut cb, &mut ca);
-    assert_eq!(data(&mut ca), data(&mut cb));
+    same(data(&mut ca), data(&mut cb), "");
     assert!(
         b.log_lines_with("Full resync requested").is_empty(),
         "{:?}",
@@ -312,7 +335,8 @@ fn failover_needs_no_full_sync() {
 /// A TCP proxy between a replica and its master that the test can cut or stall.
 struct Proxy {
     port: u16,
-    /// 0: pass, 1: stall (nothing forwarded), 2: cut (connections closed and refused).
+    /// 0: pass, 1: stall (nothing forwarded), 2: cut (connections closed and refused),
+    /// 3: delay (each piece held 20 ms).
     mode: Arc<AtomicU8>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
 }
@@ -351,6 +375,9 @@ impl Proxy {
                                     // What was read as the stall began waits for its end.
                                     while m.load(Ordering::Relaxed) == 1 {
                                         std::thread::sleep(Duration::from_millis(5));
+                                    }
+                                    if m.load(Ordering::Relaxed) == 3 {
+                                        std::thread::sleep(Duration::from_millis(20));
                                     }
                                     if to.write_all(&buf[..n]).is_err() {
                                         break;
@@ -407,7 +434,7 @@ fn link_faults_continue_or_resync() {
     });
     proxy.set(0);
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m), "after a continued sync");
+    same(data(&mut r), data(&mut m), "after a continued sync");
     assert_eq!(fulls(), 1, "no full sync for a gap the backlog holds");
     assert_eq!(
         master
@@ -421,7 +448,13 @@ fn link_faults_continue_or_resync() {
     std::thread::sleep(Duration::from_millis(300));
     proxy.set(0);
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m), "after a stall");
+    same(data(&mut r), data(&mut m), "after a stall");
+    // Delayed: every piece late, in order.
+    proxy.set(3);
+    load(&mut m, "delay", 50);
+    caught_up(&mut m, &mut r);
+    same(data(&mut r), data(&mut m), "after a delay");
+    proxy.set(0);
     // A long cut: more than the backlog holds.
     proxy.cut();
     eventually(10, "the replica sees the link down", || {
@@ -433,7 +466,7 @@ fn link_faults_continue_or_resync() {
     }
     proxy.set(0);
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m), "after a full resync");
+    same(data(&mut r), data(&mut m), "after a full resync");
     assert_eq!(fulls(), 2, "a gap past the backlog needs a full sync");
 }
 
@@ -468,7 +501,7 @@ fn stalled_replica_is_cut_off_at_its_limit() {
     assert!(grown < 20_000, "RSS grew by {grown} KiB");
     proxy.set(0);
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m));
+    same(data(&mut r), data(&mut m), "");
 }
 
 #[test]
@@ -563,7 +596,7 @@ fn a_replica_of_a_replica_gets_the_stream() {
     load(&mut ca, "two", 300);
     caught_up(&mut ca, &mut cb);
     caught_up(&mut cb, &mut cc);
-    assert_eq!(data(&mut cc), data(&mut ca));
+    same(data(&mut cc), data(&mut ca), "");
     assert_eq!(
         field(&mut cc, "master_repl_offset"),
         field(&mut ca, "master_repl_offset")
@@ -599,7 +632,7 @@ fn full_sync_through_a_file() {
     caught_up(&mut m, &mut r);
     load(&mut m, "live", 100);
     caught_up(&mut m, &mut r);
-    assert_eq!(data(&mut r), data(&mut m));
+    same(data(&mut r), data(&mut m), "");
     assert_eq!(master.log_lines_with("target: disk").len(), 1);
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
@@ -695,4 +728,66 @@ fn replica_applies_what_the_master_saw_of_expiring_keys() {
     caught_up(&mut m, &mut r);
     let v: Vec<Option<String>> = q(&mut r, &["MGET", &a, &b, &c, &d]);
     assert_eq!(v, vec![None, Some("v".into()), None, Some("w".into())]);
+}
+
+/// Two replicas syncing at once, and a BGSAVE meanwhile: one snapshot walks the shards at a
+/// time, and each one is whole.
+#[test]
+fn concurrent_syncs_and_a_background_save() {
+    let dir = TempDir::new("repl-concurrent");
+    let master = Server::start(&["--threads", "2", "--save", "", "--dir", dir.path()]);
+    let mut m = master.client();
+    fill(&mut m);
+    for i in 0..20 {
+        let kv: Vec<String> = (0..500)
+            .flat_map(|j| [format!("bulk:{i}:{j}"), "x".repeat(100)])
+            .collect();
+        let mut args = vec!["MSET"];
+        args.extend(kv.iter().map(String::as_str));
+        let _: () = q(&mut m, &args);
+    }
+    let replicas: Vec<Server> = (0..2)
+        .map(|_| Server::start(&["--threads", "3", "--save", ""]))
+        .collect();
+    let started: String = q(&mut m, &["BGSAVE"]);
+    assert_eq!(started, "Background saving started");
+    let mut rs: Vec<redis::Connection> = replicas.iter().map(Server::client).collect();
+    for r in &mut rs {
+        let _: String = q(r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    }
+    load(&mut m, "during", 100);
+    for r in &mut rs {
+        caught_up(&mut m, r);
+        same(data(r), data(&mut m), "");
+    }
+    eventually(10, "the save ends well", || {
+        let info: String = q(&mut m, &["INFO", "persistence"]);
+        info.contains("rdb_bgsave_in_progress:0\r\n") && info.contains("rdb_last_bgsave_status:ok")
+    });
+}
+
+/// The master PINGs its replicas every `repl-ping-replica-period` seconds: the stream (and the
+/// offsets) move without writes.
+#[test]
+fn master_pings_its_replicas() {
+    let master = Server::start(&[
+        "--threads",
+        "1",
+        "--save",
+        "",
+        "--repl-ping-replica-period",
+        "1",
+    ]);
+    let replica = Server::start(&["--threads", "1", "--save", ""]);
+    let (mut m, mut r) = (master.client(), replica.client());
+    let _: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    caught_up(&mut m, &mut r);
+    let before: u64 = field(&mut m, "master_repl_offset").parse().unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let after: u64 = field(&mut m, "master_repl_offset").parse().unwrap();
+    assert!(after >= before + 14, "{before} -> {after}");
+    caught_up(&mut m, &mut r);
 }
