@@ -9,7 +9,7 @@ use kvcore::commands::{flags, keys_api::parse_scan, CommandSpec};
 use kvcore::resp::ReplyWriter;
 use kvcore::{Session, ShardStats};
 
-use crate::global::{lock, ClientEntry};
+use crate::global::{lock, Class, ClientEntry};
 use crate::shard::Shard;
 
 /// Bits of a SCAN cursor that carry the shard index.
@@ -678,13 +678,13 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
     client_kill(g, me, args, w)
 }
 
-/// The kind of client a TYPE filter names: `Some(true)` subscribed, `Some(false)` normal,
-/// `None` masters and replicas (there are none yet); `Err` for an unknown name.
-fn client_type(name: &[u8]) -> Result<Option<bool>, Vec<u8>> {
+/// The class of client a TYPE filter names; `Err` for an unknown name.
+fn client_type(name: &[u8]) -> Result<Class, Vec<u8>> {
     match name.to_ascii_lowercase().as_slice() {
-        b"pubsub" => Ok(Some(true)),
-        b"normal" => Ok(Some(false)),
-        b"master" | b"replica" | b"slave" => Ok(None),
+        b"pubsub" => Ok(Class::PubSub),
+        b"normal" => Ok(Class::Normal),
+        b"master" => Ok(Class::Master),
+        b"replica" | b"slave" => Ok(Class::Replica),
         _ => {
             let mut m = b"ERR Unknown client type '".to_vec();
             m.extend_from_slice(name);
@@ -703,7 +703,7 @@ fn client_list(g: &crate::global::Global, args: &[&[u8]], w: &mut ReplyWriter<'_
             Err(m) => return w.error(&m),
         };
         for e in lock(&g.clients).values() {
-            if kind.is_some_and(|pubsub| e.is_pubsub() == pubsub) {
+            if e.class() == kind {
                 text.push_str(&e.line());
                 text.push('\n');
             }
@@ -787,9 +787,7 @@ fn client_kill(
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
     let mut max_age: Option<u64> = None;
-    // TYPE: Some(Some(true)) subscribed clients, Some(Some(false)) the others, Some(None)
-    // masters and replicas (none yet).
-    let mut kind: Option<Option<bool>> = None;
+    let mut kind: Option<Class> = None;
     let mut i = 2;
     while i < args.len() {
         let (opt, Some(&value)) = (args[i], args.get(i + 1)) else {
@@ -839,7 +837,7 @@ fn client_kill(
     }
     let n = g.kill(|e| {
         id.is_none_or(|i| e.id == i)
-            && kind.is_none_or(|k| k.is_some_and(|pubsub| e.is_pubsub() == pubsub))
+            && kind.is_none_or(|k| e.class() == k)
             && addr.as_ref().is_none_or(|a| e.addr.to_string() == *a)
             && laddr.as_ref().is_none_or(|a| e.laddr.to_string() == *a)
             && max_age.is_none_or(|m| e.created.elapsed().as_secs() >= m)

@@ -45,6 +45,9 @@ pub struct ClientEntry {
     pub watch: AtomicU32,
     /// [`NO_EVICT`] and [`NO_TOUCH`] bits (CLIENT NO-EVICT, CLIENT NO-TOUCH).
     pub modes: AtomicU32,
+    /// What the client is: [`Class::Normal`] (or pub/sub, told by its subscriptions), a
+    /// replica, or this replica's master (as `u8`).
+    pub class: std::sync::atomic::AtomicU8,
     /// CLIENT SETINFO LIB-NAME and LIB-VER.
     pub lib: Mutex<LibInfo>,
 }
@@ -76,6 +79,7 @@ impl ClientEntry {
             multi: AtomicI64::new(-1),
             watch: AtomicU32::new(0),
             modes: AtomicU32::new(0),
+            class: std::sync::atomic::AtomicU8::new(Class::Normal as u8),
             lib: Mutex::new((None, None)),
         }
     }
@@ -88,9 +92,25 @@ impl ClientEntry {
             > 0
     }
 
-    /// CLIENT LIST's flags: `P` subscribed, `x` in MULTI, `N` none.
+    /// The client's class, as CLIENT LIST and CLIENT KILL's TYPE filter name it.
+    pub fn class(&self) -> Class {
+        match self.class.load(Ordering::Relaxed) {
+            1 => Class::Replica,
+            2 => Class::Master,
+            _ if self.is_pubsub() => Class::PubSub,
+            _ => Class::Normal,
+        }
+    }
+
+    /// CLIENT LIST's flags: `S` a replica, `M` the master, `P` subscribed, `x` in MULTI,
+    /// `N` none.
     pub fn flags(&self) -> String {
         let mut f = String::new();
+        match self.class() {
+            Class::Replica => f.push('S'),
+            Class::Master => f.push('M'),
+            _ => {}
+        }
         if self.is_pubsub() {
             f.push('P');
         }
@@ -137,6 +157,19 @@ impl ClientEntry {
             text(lib_ver),
         )
     }
+}
+
+/// What a client is (CLIENT LIST and CLIENT KILL TYPE).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Class {
+    /// An ordinary client.
+    Normal = 0,
+    /// A replica of this server.
+    Replica = 1,
+    /// This replica's master.
+    Master = 2,
+    /// A client subscribed to something.
+    PubSub = 3,
 }
 
 /// Locks a mutex, recovering from poisoning (a panic elsewhere must not wedge CLIENT LIST).

@@ -336,6 +336,9 @@ pub async fn serve_master(
     };
     let laddr = stream.local_addr().unwrap_or(peer);
     let entry = Arc::new(ClientEntry::new(id, peer, laddr, stream.as_raw_fd()));
+    entry
+        .class
+        .store(global::Class::Master as u8, Ordering::Relaxed);
     global.register(entry.clone());
     {
         let mut st = lock(&global.repl.state);

@@ -423,10 +423,10 @@ async fn claim_when_free(shard: &Shard) {
     }
 }
 
-/// Claims the one snapshot slot for a snapshot of another purpose (a replica's full sync),
-/// waiting for a running save or rewrite: one snapshot at a time walks the shards.
-pub async fn claim_snapshot(shard: &Shard) {
-    claim_when_free(shard).await;
+/// Claims the one snapshot slot for a snapshot of another purpose (a replica's full sync);
+/// false while a save, rewrite or other sync holds it: one snapshot at a time walks the shards.
+pub fn try_claim_snapshot(shard: &Shard) -> bool {
+    claim(shard)
 }
 
 /// Gives back what [`claim_snapshot`] took.

@@ -50,6 +50,10 @@ pub async fn serve(
     args: Vec<Vec<u8>>,
 ) {
     let g = shard.global.clone();
+    entry.class.store(
+        crate::global::Class::Replica as u8,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let ip = entry.addr.ip().to_string();
     let port = if hs.port != 0 {
         hs.port
@@ -129,7 +133,16 @@ async fn full_sync(
     let g = &shard.global;
     ensure_backlog(shard).await;
     let id = add_follower(g, ip.to_string(), port, Phase::WaitBgsave, None);
-    crate::persist::claim_snapshot(shard).await;
+    // While another snapshot runs, a newline each second keeps the replica waiting (as Redis
+    // does for replicas in wait_bgsave).
+    let mut waited = 0u32;
+    while !crate::persist::try_claim_snapshot(shard) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        waited += 1;
+        if waited % 100 == 0 && wr.write_all(b"\n").await.is_err() {
+            return Err((id, "the replica went while it waited".into()));
+        }
+    }
     let r = snapshot_to(shard, wr, id, eof, psync).await;
     crate::persist::release_snapshot(shard);
     let (bytes, at, diskless) = r?;

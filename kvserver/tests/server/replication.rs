@@ -162,6 +162,18 @@ fn kvserver_replicates_kvserver_with_1_and_3_shards() {
         }
         let info_m: String = q(&mut m, &["INFO", "replication"]);
         assert!(info_m.contains("connected_slaves:1\r\n"), "{info_m}");
+        // CLIENT LIST and KILL know the replica (S) and the master's link (M).
+        let list: String = q(&mut m, &["CLIENT", "LIST", "TYPE", "replica"]);
+        assert_eq!(list.lines().count(), 1, "{list}");
+        assert!(list.contains(" flags=S "), "{list}");
+        let list: String = q(&mut r, &["CLIENT", "LIST", "TYPE", "master"]);
+        assert!(list.contains(" flags=M "), "{list}");
+        let killed: i64 = q(&mut r, &["CLIENT", "KILL", "TYPE", "master"]);
+        assert_eq!(killed, 1);
+        let _: () = q(&mut m, &["SET", "after-kill", "1"]);
+        caught_up(&mut m, &mut r);
+        let v: Option<String> = q(&mut r, &["GET", "after-kill"]);
+        assert_eq!(v.as_deref(), Some("1"), "the link came back and continued");
         assert!(info_m.contains(&format!(
             "slave0:ip=127.0.0.1,port={},state=online",
             replica.port
