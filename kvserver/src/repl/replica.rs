@@ -473,6 +473,11 @@ async fn load(shard: &Shard, file: Vec<u8>, replid: &str, offset: u64) -> Result
         shard.unlock(s, vec![EVERY_KEY], true).await;
     }
     g.loaded_keys.store(stats.loaded, Ordering::Relaxed);
+    // The append-only file held the data before the sync: it is rewritten from the new data
+    // (as Redis restarts its AOF after a sync).
+    if lock(&g.aof.link).is_some() {
+        g.aof.scheduled.store(true, Ordering::Relaxed);
+    }
     log!(
         2,
         "MASTER <-> REPLICA sync: Loading DB in memory: {:.3} seconds ({} keys)",

@@ -803,3 +803,33 @@ fn master_pings_its_replicas() {
     assert!(after >= before + 14, "{before} -> {after}");
     caught_up(&mut m, &mut r);
 }
+
+/// A replica with the AOF on rewrites it after a full sync: restarted on its own, it has the
+/// master's data, not what it held before.
+#[test]
+fn replica_with_aof_restarts_with_the_masters_data() {
+    let dir = TempDir::new("repl-aof");
+    let master = Server::start(&["--threads", "2", "--save", ""]);
+    let mut m = master.client();
+    fill(&mut m);
+    let args = crate::aof::aof_args("3", dir.path(), "everysec", &[]);
+    let replica = Server::start(&args);
+    let mut r = replica.client();
+    let _: () = q(&mut r, &["SET", "mine", "gone after the sync"]);
+    let _: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    caught_up(&mut m, &mut r);
+    load(&mut m, "after", 100);
+    caught_up(&mut m, &mut r);
+    eventually(10, "the replica rewrote its AOF", || {
+        let info: String = q(&mut r, &["INFO", "persistence"]);
+        info.contains("aof_rewrite_in_progress:0\r\n") && !info.contains("aof_rewrites:0\r\n")
+    });
+    let expect = data(&mut m);
+    replica.terminate();
+    let replica = Server::start(&args);
+    let mut r = replica.client();
+    same(data(&mut r), expect, "after a restart");
+}
