@@ -239,6 +239,12 @@ fn redo(name: &str, args: &[&[u8]], reply: &[u8], now: u64) -> Redo {
     let null = matches!(reply, b"$-1\r\n" | b"*-1\r\n" | b"_\r\n");
     match name {
         "set" => {
+            // Plain SET and SET NX/XX/KEEPTTL are logged as sent (no copy: the common case).
+            let rewritten =
+                |a: &&[u8]| ["EX", "EXAT", "PX", "PXAT", "GET"].iter().any(|o| is(a, o));
+            if !args[3..].iter().any(rewritten) {
+                return Redo::Same;
+            }
             let mut cmd = owned(&args[..3]);
             let mut changed = false;
             let mut i = 3;
