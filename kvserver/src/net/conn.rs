@@ -316,6 +316,11 @@ struct MasterSide {
     timeout: Duration,
     /// Fires every second while the master is quiet: acknowledge, look at the link.
     tick: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// Where in this batch the transaction still open began.
+    tx_from: Option<usize>,
+    /// The bytes of a transaction begun in an earlier batch and still open: they count (and go
+    /// on to this server's own replicas) only with its EXEC.
+    pending: Vec<u8>,
 }
 
 /// Serves the link from this replica's master: its stream's commands run as a client's, never
@@ -351,8 +356,11 @@ pub async fn serve_master(
         }
     }
     let timeout = crate::repl::timeout(&shard);
+    // A continued stream goes on in the database it had selected.
+    let db = lock(&global.repl.state).link_db;
     let mut session = Session {
         id,
+        db,
         authenticated: true,
         master: true,
         ..Session::default()
@@ -368,6 +376,8 @@ pub async fn serve_master(
         last_io: std::time::Instant::now(),
         timeout,
         tick: Box::pin(tokio::time::sleep(Duration::from_secs(1))),
+        tx_from: None,
+        pending: Vec::new(),
     }));
     let end = conn.serve(&mut stream).await;
     conn.leave().await;
@@ -644,6 +654,7 @@ impl<'a> Conn<'a> {
             } else {
                 None
             };
+            let in_tx = self.multi.is_some();
             let step = match self.try_now(&args) {
                 Some(step) => step,
                 None => {
@@ -651,6 +662,12 @@ impl<'a> Conn<'a> {
                     Box::pin(self.command(stream, &args, room)).await?
                 }
             };
+            if let Some(l) = self.link.as_deref_mut() {
+                // Where the master's transaction that is open now began (see `master_batch`).
+                if self.multi.is_some() && !in_tx {
+                    l.tx_from = Some(pos - consumed);
+                }
+            }
             if let Some(mark) = quiet {
                 self.resolve().await;
                 // As Redis decides when the reply is added: after the command changed the
@@ -1405,8 +1422,43 @@ impl<'a> Conn<'a> {
         let global = self.shard.global.clone();
         let gate = global.repl.apply_gate.lock().await;
         let before = input.start;
+        if let Some(l) = self.link.as_deref_mut() {
+            l.tx_from = None;
+        }
         let done = self.serve_batch(stream, input).await?;
-        crate::repl::feed_from_master(&global, &input.rbuf[before..input.start]);
+        // The offset moves past whole commands, and past a transaction only with its EXEC (as
+        // Redis's replica offset does): a link that breaks inside one continues before its
+        // MULTI, and this server's own replicas get it whole.
+        let open = self.multi.is_some();
+        let db = self.session.db;
+        if let Some(l) = self.link.as_deref_mut() {
+            let batch = &input.rbuf[before..input.start];
+            let ready = match (open, l.tx_from) {
+                (true, Some(at)) => {
+                    let at = at - before;
+                    let mut ready = std::mem::take(&mut l.pending);
+                    ready.extend_from_slice(&batch[..at]);
+                    l.pending = batch[at..].to_vec();
+                    Some(ready)
+                }
+                (true, None) => {
+                    l.pending.extend_from_slice(batch);
+                    None
+                }
+                (false, _) if l.pending.is_empty() => {
+                    crate::repl::feed_from_master(&global, batch, db);
+                    None
+                }
+                (false, _) => {
+                    let mut ready = std::mem::take(&mut l.pending);
+                    ready.extend_from_slice(batch);
+                    Some(ready)
+                }
+            };
+            if let Some(ready) = ready {
+                crate::repl::feed_from_master(&global, &ready, db);
+            }
+        }
         drop(gate);
         self.write_out(stream).await?;
         if done.is_none() {

@@ -317,12 +317,15 @@ async fn write_stream(g: &Global, id: u64, wr: &mut OwnedWriteHalf) -> std::io::
         }
     };
     let gone = || std::io::Error::other("the replica fell behind past its output limit");
+    // One buffer for the whole stream: the bytes are copied out of the backlog under its
+    // lock, then written without it.
+    let mut buf = Vec::with_capacity(WRITE_MAX);
     loop {
-        let next = lock(&g.repl.state).next_for(id, WRITE_MAX);
+        let next = lock(&g.repl.state).next_for(id, WRITE_MAX, &mut buf);
         match next {
             // A write to a replica that stopped reading waits until it is cut off.
-            Next::Bytes(b) => tokio::select! {
-                r = wr.write_all(&b) => r?,
+            Next::Bytes => tokio::select! {
+                r = wr.write_all(&buf) => r?,
                 _ = killed.notified() => return Err(gone()),
             },
             Next::Park(wake) => {

@@ -68,6 +68,7 @@ impl Default for Repl {
                 next_follower: 1,
                 master: None,
                 lim: Limits::default(),
+                link_db: 0,
             }),
             feeding: AtomicBool::new(false),
             is_replica: AtomicBool::new(false),
@@ -113,6 +114,9 @@ pub struct State {
     pub master: Option<MasterLink>,
     /// `client-output-buffer-limit replica`, as of the last cron.
     lim: Limits,
+    /// The database the master's stream has selected at `offset` (where a continued link
+    /// goes on).
+    pub link_db: usize,
 }
 
 /// The last bytes of the stream.
@@ -275,7 +279,9 @@ impl State {
     }
 
     /// The next bytes for follower `id`: up to `max` after what it was sent.
-    fn next_for(&mut self, id: u64, max: usize) -> Next {
+    /// Fills `out` (emptied first) with the next bytes for follower `id`, at most `max`.
+    fn next_for(&mut self, id: u64, max: usize, out: &mut Vec<u8>) -> Next {
+        out.clear();
         let first = self.first_offset();
         let offset = self.offset;
         let Some(b) = self.backlog.as_ref() else {
@@ -294,7 +300,6 @@ impl State {
         let from = (f.sent + 1 - first) as usize;
         let to = (from + max).min(b.buf.len());
         let (x, y) = b.buf.as_slices();
-        let mut out = Vec::with_capacity(to - from);
         if from < x.len() {
             out.extend_from_slice(&x[from..to.min(x.len())]);
         }
@@ -302,13 +307,14 @@ impl State {
             out.extend_from_slice(&y[from.max(x.len()) - x.len()..to - x.len()]);
         }
         f.sent += out.len() as u64;
-        Next::Bytes(out)
+        Next::Bytes
     }
 }
 
 /// What a replica's connection sends next.
 enum Next {
-    Bytes(Vec<u8>),
+    /// The bytes put in the caller's buffer.
+    Bytes,
     /// Nothing new: wait for this.
     Park(Arc<tokio::sync::Notify>),
     /// It fell out of the backlog, went past its limits, or was removed.
@@ -332,9 +338,11 @@ pub fn feed(global: &Global, bytes: &[u8]) {
 }
 
 /// Appends bytes of this replica's master to its own stream, as they are (see the module
-/// docs): its offset moves with its master's.
-pub fn feed_from_master(global: &Global, bytes: &[u8]) {
+/// docs): its offset moves with its master's; `db` is the database the stream has selected
+/// after them.
+pub fn feed_from_master(global: &Global, bytes: &[u8], db: usize) {
     let mut st = lock(&global.repl.state);
+    st.link_db = db;
     if let Some(m) = st.master.as_mut() {
         m.last_io = Instant::now();
     }

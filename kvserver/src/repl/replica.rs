@@ -463,6 +463,7 @@ async fn load(shard: &Shard, file: Vec<u8>, replid: &str, offset: u64) -> Result
         st.replid2 = "0".repeat(40);
         st.second_offset = -1;
         st.offset = offset;
+        st.link_db = 0;
         st.backlog = None;
         for f in &mut st.followers {
             f.end();

@@ -833,3 +833,73 @@ fn replica_with_aof_restarts_with_the_masters_data() {
     let mut r = replica.client();
     same(data(&mut r), expect, "after a restart");
 }
+
+/// Many link cuts while the master runs transactions in several databases: each continuation
+/// starts in the database and outside the transaction the stream was in, and no transaction
+/// is applied twice or in part.
+#[test]
+fn link_cuts_inside_transactions_and_databases() {
+    let master = Server::start(&[
+        "--threads",
+        "1",
+        "--save",
+        "",
+        "--repl-backlog-size",
+        "256mb",
+    ]);
+    let replica = Server::start(&["--threads", "2", "--save", ""]);
+    let (mut m, mut r) = (master.client(), replica.client());
+    let proxy = Proxy::new(master.port);
+    let _: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &proxy.port.to_string()]);
+    caught_up(&mut m, &mut r);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..3)
+        .map(|t| {
+            let mut c = master.client();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    i += 1;
+                    let db = if i % 2 == 0 { "0" } else { "2" };
+                    let _: () = redis::pipe()
+                        .cmd("SELECT")
+                        .arg(db)
+                        .ignore()
+                        .atomic()
+                        .cmd("INCR")
+                        .arg(format!("t{t}:a"))
+                        .cmd("INCRBY")
+                        .arg(format!("t{t}:b"))
+                        .arg(2)
+                        .cmd("RPUSH")
+                        .arg(format!("t{t}:l"))
+                        .arg(i)
+                        .query(&mut c)
+                        .unwrap();
+                    let _: i64 = q(&mut c, &["INCR", &format!("t{t}:plain")]);
+                }
+            })
+        })
+        .collect();
+    // (The replica connects again a second after a cut.)
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(1200));
+        proxy.cut();
+        std::thread::sleep(Duration::from_millis(20));
+        proxy.set(0);
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    caught_up(&mut m, &mut r);
+    same(data(&mut r), data(&mut m), "after the cuts");
+    assert!(
+        master
+            .log_lines_with("Partial resynchronization request")
+            .len()
+            >= 2
+    );
+}
