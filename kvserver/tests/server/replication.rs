@@ -43,6 +43,23 @@ fn caught_up(m: &mut redis::Connection, r: &mut redis::Connection) {
     });
 }
 
+/// A master and a replica started with these arguments, the replica synchronized: both
+/// servers and a client of each.
+fn pair(
+    master: &[&str],
+    replica: &[&str],
+) -> (Server, Server, redis::Connection, redis::Connection) {
+    let (master, replica) = (Server::start(master), Server::start(replica));
+    let (mut m, mut r) = (master.client(), replica.client());
+    let ok: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
+    assert_eq!(ok, "OK");
+    caught_up(&mut m, &mut r);
+    (master, replica, m, r)
+}
+
 /// Every key of databases 0 and 2 (see `persistence::contents`), with the exact TTL dropped.
 fn data(c: &mut redis::Connection) -> BTreeMap<(i64, String), String> {
     contents(c)
@@ -562,21 +579,17 @@ fn wait_counts_and_times_out() {
 /// itself; the master's DEL removes them.
 #[test]
 fn replica_leaves_expiry_to_the_master() {
-    let master = Server::start(&[
-        "--threads",
-        "1",
-        "--save",
-        "",
-        "--enable-debug-command",
-        "local",
-    ]);
-    let replica = Server::start(&["--threads", "1", "--save", ""]);
-    let (mut m, mut r) = (master.client(), replica.client());
-    let _: String = q(
-        &mut r,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    let (_master, _replica, mut m, mut r) = pair(
+        &[
+            "--threads",
+            "1",
+            "--save",
+            "",
+            "--enable-debug-command",
+            "local",
+        ],
+        &["--threads", "1", "--save", ""],
     );
-    caught_up(&mut m, &mut r);
     // Stop the master's active expiry, so that only a lookup there deletes the key.
     let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
     let _: () = q(&mut m, &["SET", "e", "1", "PX", "50"]);
@@ -782,21 +795,17 @@ fn concurrent_syncs_and_a_background_save() {
 /// offsets) move without writes.
 #[test]
 fn master_pings_its_replicas() {
-    let master = Server::start(&[
-        "--threads",
-        "1",
-        "--save",
-        "",
-        "--repl-ping-replica-period",
-        "1",
-    ]);
-    let replica = Server::start(&["--threads", "1", "--save", ""]);
-    let (mut m, mut r) = (master.client(), replica.client());
-    let _: String = q(
-        &mut r,
-        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    let (_master, _replica, mut m, mut r) = pair(
+        &[
+            "--threads",
+            "1",
+            "--save",
+            "",
+            "--repl-ping-replica-period",
+            "1",
+        ],
+        &["--threads", "1", "--save", ""],
     );
-    caught_up(&mut m, &mut r);
     let before: u64 = field(&mut m, "master_repl_offset").parse().unwrap();
     std::thread::sleep(Duration::from_millis(2500));
     let after: u64 = field(&mut m, "master_repl_offset").parse().unwrap();
