@@ -1771,7 +1771,11 @@ impl<'a> Conn<'a> {
     async fn write_out(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
         self.shard.persist_barrier().await;
         if self.link.is_some() {
-            // The master's link: replies are not sent (REPLCONF ACK goes by itself).
+            // The master's link: replies are not sent (REPLCONF ACK goes by itself), but an
+            // error means this replica may now differ from its master: say so, as Redis does.
+            if memchr::memchr(b'-', &self.out).is_some() {
+                log_master_errors(&self.out);
+            }
             self.out.clear();
             return Ok(());
         }
@@ -1804,6 +1808,38 @@ impl<'a> Conn<'a> {
         }
         self.unwatch().await;
         pubsub::leave(self.shard, &mut self.subs, self.entry).await;
+    }
+}
+
+/// Logs the errors among the replies to this replica's master (at most one line a second,
+/// with how many more there were).
+fn log_master_errors(out: &[u8]) {
+    static LAST: std::sync::Mutex<(Option<std::time::Instant>, u64)> =
+        std::sync::Mutex::new((None, 0));
+    let mut pos = 0;
+    while let Ok(Some((used, error))) = kvcore::resp::reply::skip_reply(&out[pos..]) {
+        let reply = &out[pos..pos + used];
+        pos += used;
+        if !error {
+            continue;
+        }
+        let e = reply
+            .strip_prefix(b"-")
+            .unwrap_or(reply)
+            .strip_suffix(b"\r\n")
+            .unwrap_or(reply);
+        let mut last = lock(&LAST);
+        if last.0.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            last.1 += 1;
+            continue;
+        }
+        let more = std::mem::take(&mut last.1);
+        last.0 = Some(std::time::Instant::now());
+        log!(
+            3,
+            "== CRITICAL == This replica is sending an error to its master: '{}' ({more} more since the last such line)",
+            String::from_utf8_lossy(e)
+        );
     }
 }
 

@@ -912,3 +912,26 @@ fn link_cuts_inside_transactions_and_databases() {
             >= 2
     );
 }
+
+/// A command of the master's stream that fails on the replica is logged there (the replica
+/// may differ from its master from then on), as Redis logs it.
+#[test]
+fn errors_in_the_masters_stream_are_logged() {
+    let (master, replica, mut m, mut r) = pair(
+        &["--threads", "1", "--save", ""],
+        &["--threads", "1", "--save", ""],
+    );
+    // The master has the key as a list; the replica, made writable, as a string.
+    let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "no"]);
+    let _: () = q(&mut r, &["SET", "diverged", "x"]);
+    let _: i64 = q(&mut m, &["RPUSH", "diverged", "a"]);
+    caught_up(&mut m, &mut r);
+    eventually(5, "the error is logged", || {
+        !replica
+            .log_lines_with(
+                "== CRITICAL == This replica is sending an error to its master: 'WRONGTYPE",
+            )
+            .is_empty()
+    });
+    drop(master);
+}
