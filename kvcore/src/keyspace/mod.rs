@@ -299,6 +299,12 @@ impl Keyspace {
     }
 
     fn insert_new(&mut self, key: &[u8], value: Value, at: u64, now: u64) {
+        if self.replica_view == ReplicaView::Hide {
+            // A writable replica's client found the key absent because it is past its
+            // deadline, but it is still stored: the write replaces it (Redis deletes an
+            // expired key on a write lookup there too).
+            self.delete_node(key);
+        }
         if self.log_mask & LOG_NEW != 0 {
             self.log.push((LOG_NEW, key.into()));
         }

@@ -935,3 +935,34 @@ fn errors_in_the_masters_stream_are_logged() {
     });
     drop(master);
 }
+
+/// On a writable replica, a client's write to a key past its deadline (still stored: the
+/// master has not deleted it yet) replaces it: one key, not two.
+#[test]
+fn writable_replica_replaces_an_expired_key() {
+    let (_master, _replica, mut m, mut r) = pair(
+        &[
+            "--threads",
+            "1",
+            "--save",
+            "",
+            "--enable-debug-command",
+            "local",
+        ],
+        &["--threads", "1", "--save", ""],
+    );
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = q(&mut m, &["SET", "k", "old", "PX", "100"]);
+    caught_up(&mut m, &mut r);
+    std::thread::sleep(Duration::from_millis(200));
+    let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "no"]);
+    let keys: i64 = q(&mut r, &["DBSIZE"]);
+    assert_eq!(keys, 1, "stored until the master deletes it");
+    let _: () = q(&mut r, &["SET", "k", "new"]);
+    let keys: i64 = q(&mut r, &["DBSIZE"]);
+    assert_eq!(keys, 1, "the write replaced the expired key");
+    let v: Option<String> = q(&mut r, &["GET", "k"]);
+    assert_eq!(v.as_deref(), Some("new"));
+    let n: i64 = q(&mut r, &["RPUSH", "k2", "x"]);
+    assert_eq!(n, 1);
+}
