@@ -19,7 +19,6 @@ script on the load's CPU (so that its polling never takes the servers' CPU):
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,18 +26,13 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Conn, free_port  # noqa: E402
+
 N = int(os.environ.get("N", "1000000"))
 T = int(os.environ.get("T", "5"))
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 BIN = os.environ.get("BIN", "target/release")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def cli(port, *args):
@@ -53,32 +47,6 @@ def info(port, section="persistence"):
             k, v = line.split(":", 1)
             d[k] = v.strip()
     return d
-
-
-class Conn:
-    """One persistent connection for the polling (no redis-cli process per poll)."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.f = self.s.makefile("rb")
-
-    def call(self, *args):
-        self.s.sendall(b"".join([b"*%d\r\n" % len(args)] +
-                                [b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args]))
-        line = self.f.readline()
-        if line[:1] == b"$":
-            n = int(line[1:])
-            body = self.f.read(n + 2)[:-2]
-            return body.decode()
-        return line.decode().strip()
-
-    def info(self):
-        d = {}
-        for line in self.call("INFO", "persistence").splitlines():
-            if ":" in line:
-                k, v = line.split(":", 1)
-                d[k] = v.strip()
-        return d
 
 
 def rss(pid):
@@ -148,7 +116,7 @@ def round_of(kind):
                     time.sleep(0.02)
                     continue
                 while True:
-                    i = c.info()
+                    i = c.info("persistence")
                     cow[0] = max(cow[0], int(i.get("current_cow_peak", "0")))
                     if i.get("rdb_bgsave_in_progress") == "0":
                         cow[0] = max(cow[0], int(i.get("rdb_last_cow_size", "0")))

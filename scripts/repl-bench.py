@@ -21,9 +21,13 @@ import os
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Conn, free_port  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 N = int(os.environ.get("N", "10000000"))
@@ -32,37 +36,6 @@ REQS = int(os.environ.get("REQS", "3000000"))
 BIN = os.environ.get("BIN", "target/release")
 PARTS = os.environ.get("PARTS", "set sync wait").split()
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class Conn:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.f = self.s.makefile("rb")
-
-    def call(self, *args):
-        self.s.sendall(b"".join([b"*%d\r\n" % len(args)] +
-                                [b"$%d\r\n%s\r\n" % (len(a), a.encode()) for a in args]))
-        line = self.f.readline()
-        if line[:1] == b"$":
-            n = int(line[1:])
-            return self.f.read(n + 2)[:-2].decode()
-        return line.decode().strip()
-
-    def info(self):
-        d = {}
-        for line in self.call("INFO", "replication").splitlines():
-            if ":" in line:
-                k, v = line.split(":", 1)
-                d[k] = v.strip()
-        return d
 
 
 def cpu_secs(pid):
@@ -117,7 +90,7 @@ class Pair:
 
 def synced(m, r):
     while True:
-        mi, ri = m.info(), r.info()
+        mi, ri = m.info("replication"), r.info("replication")
         if ri.get("master_link_status") == "up" and \
                 ri.get("slave_repl_offset") == mi.get("master_repl_offset"):
             return
@@ -148,8 +121,8 @@ def round_set(kind):
             a, b = Conn(mp), Conn(rp)
             while not stop.is_set():
                 t = time.time()
-                samples_m.append((t, int(a.info()["master_repl_offset"])))
-                samples_r.append((time.time(), int(b.info()["slave_repl_offset"])))
+                samples_m.append((t, int(a.info("replication")["master_repl_offset"])))
+                samples_r.append((time.time(), int(b.info("replication")["slave_repl_offset"])))
                 time.sleep(0.02)
 
         th = threading.Thread(target=sampler)
@@ -160,7 +133,7 @@ def round_set(kind):
         synced(mc, rc)
         stop.set()
         th.join()
-        end = (time.time(), int(mc.info()["master_repl_offset"]))
+        end = (time.time(), int(mc.info("replication")["master_repl_offset"]))
         samples_r.append(end)
         lag, j = 0.0, 0
         for t, off in samples_m:
@@ -194,7 +167,7 @@ def round_sync(kind):
         rc.call("REPLICAOF", "127.0.0.1", str(pr.mp))
         while True:
             try:
-                if rc.info().get("master_link_status") == "up" and \
+                if rc.info("replication").get("master_link_status") == "up" and \
                         int(rc.call("DBSIZE")[1:]) == N:
                     break
             except (ValueError, IndexError):

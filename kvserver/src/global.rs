@@ -275,8 +275,9 @@ impl Rates {
     }
 }
 
-/// A run id: 40 hex digits from the process's randomness (hashed start time, pid, address).
-fn new_run_id() -> String {
+/// 40 hex digits from the process's randomness (hashed start time, pid, address): the run id,
+/// replication ids, the end mark of a diskless sync.
+pub fn new_hex_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     let mut out = String::with_capacity(40);
     let state = std::collections::hash_map::RandomState::new();
@@ -317,7 +318,7 @@ impl Global {
             rejected_connections: AtomicU64::new(0),
             output_limit_disconnections: AtomicU64::new(0),
             query_limit_disconnections: AtomicU64::new(0),
-            run_id: new_run_id(),
+            run_id: new_hex_id(),
             rates: Mutex::new(Rates::default()),
             rdb: crate::persist::RdbState::default(),
             aof: crate::persist::aof::AofState::default(),

@@ -112,8 +112,7 @@ pub struct Manifest {
 }
 
 fn dir_of(config: &kvcore::config::Config) -> PathBuf {
-    Path::new(config.get("dir").unwrap_or("."))
-        .join(config.get("appenddirname").unwrap_or("appendonlydir"))
+    super::dir_of_config(config).join(config.get("appenddirname").unwrap_or("appendonlydir"))
 }
 
 fn file_name(config: &kvcore::config::Config) -> String {

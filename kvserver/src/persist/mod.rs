@@ -82,8 +82,7 @@ pub fn dir_of_config(config: &kvcore::config::Config) -> PathBuf {
 
 /// `dir`/`dbfilename` of a configuration.
 fn file_of(config: &kvcore::config::Config) -> PathBuf {
-    let dir = config.get("dir").unwrap_or(".");
-    Path::new(dir).join(config.get("dbfilename").unwrap_or("dump.rdb"))
+    dir_of_config(config).join(config.get("dbfilename").unwrap_or("dump.rdb"))
 }
 
 /// Writes `bytes` to `path` so that a crash leaves the old file or the new one, never a mix:
@@ -118,8 +117,8 @@ pub fn dir_of_file(path: &Path) -> PathBuf {
     }
 }
 
-/// The aux fields of a file written now.
-fn aux_fields() -> Vec<(&'static str, Vec<u8>)> {
+/// The aux fields of a file written now (or sent to a replica).
+pub(crate) fn aux_fields() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("redis-bits", b"64".to_vec()),
         ("ctime", unix_secs().to_string().into_bytes()),
@@ -131,11 +130,6 @@ fn aux_fields() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
-/// The aux fields of a snapshot sent to a replica.
-pub fn replication_aux() -> Vec<(&'static str, Vec<u8>)> {
-    aux_fields()
-}
-
 /// Why a save did not happen.
 pub enum SaveError {
     /// Another save is running.
@@ -144,9 +138,15 @@ pub enum SaveError {
     Failed(String),
 }
 
-/// Claims the one save slot; false when a save is running.
-fn claim(shard: &Shard) -> bool {
+/// Claims the one snapshot slot (one snapshot at a time walks the shards: a save, a rewrite or
+/// a replica's full sync); false while one runs.
+pub(crate) fn claim(shard: &Shard) -> bool {
     !shard.global.rdb.in_progress.swap(true, Ordering::AcqRel)
+}
+
+/// Gives back the slot [`claim`] took.
+pub(crate) fn release(g: &crate::global::Global) {
+    g.rdb.in_progress.store(false, Ordering::Release);
 }
 
 /// Runs a save that holds the slot ([`claim`]) to its end, keeps the counters and releases
@@ -208,7 +208,7 @@ async fn run_save(
         g.rdb.saves.fetch_add(1, Ordering::Relaxed);
     }
     g.rdb.started_ms.store(0, Ordering::Relaxed);
-    g.rdb.in_progress.store(false, Ordering::Release);
+    release(g);
     r.map(|_| ())
 }
 
@@ -349,7 +349,7 @@ pub async fn bgrewriteaof(shard: &Shard, w: &mut ReplyWriter<'_>) {
 /// turned on.
 fn start_rewrite(shard: &Shard, start: bool) {
     let Some(me) = shard.rc() else {
-        shard.global.rdb.in_progress.store(false, Ordering::Release);
+        release(&shard.global);
         return;
     };
     me.global.aof.rewriting.store(true, Ordering::Relaxed);
@@ -362,7 +362,7 @@ fn start_rewrite(shard: &Shard, start: bool) {
             crate::log!(3, "Background AOF rewrite failed: {e}");
         }
         a.rewriting.store(false, Ordering::Relaxed);
-        me.global.rdb.in_progress.store(false, Ordering::Release);
+        release(&me.global);
     });
 }
 
@@ -421,17 +421,6 @@ async fn claim_when_free(shard: &Shard) {
     while !claim(shard) {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-}
-
-/// Claims the one snapshot slot for a snapshot of another purpose (a replica's full sync);
-/// false while a save, rewrite or other sync holds it: one snapshot at a time walks the shards.
-pub fn try_claim_snapshot(shard: &Shard) -> bool {
-    claim(shard)
-}
-
-/// Gives back what [`claim_snapshot`] took.
-pub fn release_snapshot(shard: &Shard) {
-    shard.global.rdb.in_progress.store(false, Ordering::Release);
 }
 
 /// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: saves first when asked to, or when save

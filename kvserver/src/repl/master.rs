@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
-use super::{add_follower, ensure_backlog, new_replid, remove_follower, Next, Phase};
+use super::{add_follower, ensure_backlog, remove_follower, Next, Phase};
 use crate::global::{lock, ClientEntry, Global};
 use crate::log;
 use crate::persist::{write_snapshot, Cut, Target};
@@ -136,7 +136,7 @@ async fn full_sync(
     // While another snapshot runs, a newline each second keeps the replica waiting (as Redis
     // does for replicas in wait_bgsave).
     let mut waited = 0u32;
-    while !crate::persist::try_claim_snapshot(shard) {
+    while !crate::persist::claim(shard) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         waited += 1;
         if waited % 100 == 0 && wr.write_all(b"\n").await.is_err() {
@@ -144,7 +144,7 @@ async fn full_sync(
         }
     }
     let r = snapshot_to(shard, wr, id, eof, psync).await;
-    crate::persist::release_snapshot(shard);
+    crate::persist::release(g);
     let (bytes, at, diskless) = r?;
     if let Some(f) = lock(&g.repl.state)
         .followers
@@ -213,13 +213,13 @@ async fn snapshot_to(
         let snapshot = write_snapshot(
             shard,
             Target::Socket(tx, counted.clone()),
-            crate::persist::replication_aux(),
+            crate::persist::aux_fields(),
             Cut::Lock,
             false,
             on_cut,
         );
         let send = async {
-            let mark = new_replid();
+            let mark = crate::global::new_hex_id();
             let mut started = false;
             while let Some((bytes, n)) = rx.recv().await {
                 if !started {
@@ -250,7 +250,7 @@ async fn snapshot_to(
         let snapshot = write_snapshot(
             shard,
             Target::File(path.clone()),
-            crate::persist::replication_aux(),
+            crate::persist::aux_fields(),
             Cut::Lock,
             false,
             on_cut,

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::global::{lock, Global};
+use crate::global::{lock, new_hex_id, Global};
 use crate::shard::Shard;
 
 /// `REPLCONF GETACK *`, as the master puts it in the stream.
@@ -59,7 +59,7 @@ impl Default for Repl {
     fn default() -> Self {
         Repl {
             state: Mutex::new(State {
-                replid: new_replid(),
+                replid: new_hex_id(),
                 replid2: "0".repeat(40),
                 second_offset: -1,
                 offset: 0,
@@ -77,23 +77,6 @@ impl Default for Repl {
             apply_gate: tokio::sync::Mutex::new(()),
         }
     }
-}
-
-/// 40 random hex digits: a replication id.
-pub fn new_replid() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut s = String::with_capacity(40);
-    while s.len() < 40 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        s.push_str(&format!("{:016x}", h.finish()));
-    }
-    s.truncate(40);
-    s
 }
 
 /// Ids, offsets and the backlog.
@@ -496,7 +479,7 @@ pub fn cron(shard: &Shard) {
         if st.followers.is_empty() {
             st.backlog = None;
             // A new id: nobody can continue the stream whose bytes are gone.
-            st.replid = new_replid();
+            st.replid = new_hex_id();
             st.replid2 = "0".repeat(40);
             st.second_offset = -1;
             g.repl.feeding.store(false, Ordering::Relaxed);

@@ -114,7 +114,7 @@ async fn promote(shard: &Shard) {
         // The link being served ends now; its task when it next looks.
         end_link(g, &st);
         st.master = None;
-        st.replid2 = std::mem::replace(&mut st.replid, super::new_replid());
+        st.replid2 = std::mem::replace(&mut st.replid, crate::global::new_hex_id());
         st.second_offset = st.offset as i64 + 1;
         g.repl.is_replica.store(false, Ordering::Relaxed);
         if st.backlog.is_some() {

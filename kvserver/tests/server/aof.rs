@@ -60,6 +60,19 @@ fn churn(c: &mut redis::Connection) {
     let _: () = q(c, &["SELECT", "0"]);
 }
 
+/// Debian's redis-check-aof accepts the directory of this manifest.
+pub(crate) fn redis_check_aof(manifest: &Path) {
+    let check = Command::new("redis-check-aof")
+        .arg(manifest)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success() && text.contains("is valid"),
+        "{text}"
+    );
+}
+
 fn manifest(dir: &str) -> std::path::PathBuf {
     Path::new(dir)
         .join("appendonlydir")
@@ -88,15 +101,7 @@ fn every_acknowledged_write_survives_kill_9_and_redis_reads_the_files() {
                 "written with {n} shards, loaded with {m}"
             );
         }
-        let check = Command::new("redis-check-aof")
-            .arg(manifest(dir.path()))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&check.stdout);
-        assert!(
-            check.status.success() && text.contains("is valid"),
-            "{text}"
-        );
+        redis_check_aof(&manifest(dir.path()));
         // Debian's redis-server loads the directory with the same contents, and appends.
         let (mut child, mut r, _) = redis_server_with(
             dir.path(),
@@ -432,15 +437,7 @@ fn bgrewriteaof_during_writes_keeps_every_write() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(files.len(), 3, "{files:?}");
-    let check = Command::new("redis-check-aof")
-        .arg(manifest(dir.path()))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    redis_check_aof(&manifest(dir.path()));
     let server = Server::start(&args);
     let mut c = server.client();
     let vals: Vec<u64> = q(&mut c, &["MGET", "ga", "gb", "gc"]);
@@ -518,15 +515,7 @@ fn a_base_without_the_rdb_preamble_is_commands() {
         base.starts_with(b"*2\r\n$6\r\nSELECT\r\n"),
         "a base of commands"
     );
-    let check = Command::new("redis-check-aof")
-        .arg(manifest(dir.path()))
-        .output()
-        .unwrap();
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    redis_check_aof(&manifest(dir.path()));
     let server = Server::start(&args);
     let mut c = server.client();
     assert_eq!(contents(&mut c), before);

@@ -60,6 +60,30 @@ fn pair(
     (master, replica, m, r)
 }
 
+/// A synchronized pair (one shard each) holding `key` = `value` past its deadline on both,
+/// deleted on neither: the master's active expiry is off, so only a lookup there deletes it.
+fn expired_on_both(
+    key: &str,
+    value: &str,
+) -> (Server, Server, redis::Connection, redis::Connection) {
+    let (master, replica, mut m, mut r) = pair(
+        &[
+            "--threads",
+            "1",
+            "--save",
+            "",
+            "--enable-debug-command",
+            "local",
+        ],
+        &["--threads", "1", "--save", ""],
+    );
+    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let _: () = q(&mut m, &["SET", key, value, "PX", "50"]);
+    caught_up(&mut m, &mut r);
+    std::thread::sleep(Duration::from_millis(100));
+    (master, replica, m, r)
+}
+
 /// Every key of databases 0 and 2 (see `persistence::contents`), with the exact TTL dropped.
 fn data(c: &mut redis::Connection) -> BTreeMap<(i64, String), String> {
     contents(c)
@@ -579,22 +603,7 @@ fn wait_counts_and_times_out() {
 /// itself; the master's DEL removes them.
 #[test]
 fn replica_leaves_expiry_to_the_master() {
-    let (_master, _replica, mut m, mut r) = pair(
-        &[
-            "--threads",
-            "1",
-            "--save",
-            "",
-            "--enable-debug-command",
-            "local",
-        ],
-        &["--threads", "1", "--save", ""],
-    );
-    // Stop the master's active expiry, so that only a lookup there deletes the key.
-    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    let _: () = q(&mut m, &["SET", "e", "1", "PX", "50"]);
-    caught_up(&mut m, &mut r);
-    std::thread::sleep(Duration::from_millis(100));
+    let (_master, _replica, mut m, mut r) = expired_on_both("e", "1");
     let v: Option<String> = q(&mut r, &["GET", "e"]);
     assert_eq!(v, None, "an expired key looks absent on the replica");
     let keys: i64 = q(&mut r, &["DBSIZE"]);
@@ -940,21 +949,7 @@ fn errors_in_the_masters_stream_are_logged() {
 /// master has not deleted it yet) replaces it: one key, not two.
 #[test]
 fn writable_replica_replaces_an_expired_key() {
-    let (_master, _replica, mut m, mut r) = pair(
-        &[
-            "--threads",
-            "1",
-            "--save",
-            "",
-            "--enable-debug-command",
-            "local",
-        ],
-        &["--threads", "1", "--save", ""],
-    );
-    let _: () = q(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
-    let _: () = q(&mut m, &["SET", "k", "old", "PX", "100"]);
-    caught_up(&mut m, &mut r);
-    std::thread::sleep(Duration::from_millis(200));
+    let (_master, _replica, _m, mut r) = expired_on_both("k", "old");
     let _: () = q(&mut r, &["CONFIG", "SET", "replica-read-only", "no"]);
     let keys: i64 = q(&mut r, &["DBSIZE"]);
     assert_eq!(keys, 1, "stored until the master deletes it");
