@@ -1,6 +1,8 @@
-"""What the Python benchmark scripts share: a free port and one persistent RESP connection."""
+"""What the Python benchmark scripts share: a free port, one persistent RESP connection, and
+filling a server with N small keys."""
 
 import socket
+import subprocess
 
 
 def free_port():
@@ -36,3 +38,20 @@ class Conn:
                 k, v = line.split(":", 1)
                 d[k] = v.strip()
         return d
+
+
+def fill(port, n):
+    """SETs `key:%012d` = `value-%010d` for i in 0..n through redis-cli --pipe; checks DBSIZE."""
+    gen = subprocess.Popen(["redis-cli", "-p", str(port), "--pipe"], stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL)
+    batch = []
+    for i in range(n):
+        batch.append(b"*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nvalue-%010d\r\n" % (i, i))
+        if len(batch) == 10000:
+            gen.stdin.write(b"".join(batch))
+            batch = []
+    gen.stdin.write(b"".join(batch))
+    gen.stdin.close()
+    gen.wait()
+    got = int(Conn(port).call("DBSIZE")[1:])
+    assert got == n, f"filled {got} of {n}"

@@ -27,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Conn, free_port  # noqa: E402
+from benchlib import Conn, fill, free_port  # noqa: E402
 
 N = int(os.environ.get("N", "1000000"))
 T = int(os.environ.get("T", "5"))
@@ -67,22 +67,6 @@ def start(kind, port, d):
     raise SystemExit(f"{kind} did not start")
 
 
-def fill(port):
-    gen = subprocess.Popen(["redis-cli", "-p", str(port), "--pipe"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    batch = []
-    for i in range(N):
-        k = b"key:%012d" % i
-        batch.append(b"*3\r\n$3\r\nSET\r\n$16\r\n%s\r\n$16\r\nvalue-%010d\r\n" % (k, i))
-        if len(batch) == 10000:
-            gen.stdin.write(b"".join(batch))
-            batch = []
-    gen.stdin.write(b"".join(batch))
-    gen.stdin.close()
-    gen.wait()
-    got = int(cli(port, "DBSIZE").strip())
-    assert got == N, f"filled {got} of {N}"
-
-
 def load(port, out):
     subprocess.run(
         [f"{BIN}/kvbench", "run", "-p", str(port), "-t", "set,get", "-P", "16", "-c", "50",
@@ -99,7 +83,7 @@ def round_of(kind):
     port = free_port()
     p = start(kind, port, d)
     try:
-        fill(port)
+        fill(port, N)
         before = rss(p.pid)
         base = load(port, f"{d}/base.json")
         stop = threading.Event()

@@ -27,7 +27,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Conn, free_port  # noqa: E402
+from benchlib import Conn, fill, free_port  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 N = int(os.environ.get("N", "10000000"))
@@ -144,24 +144,9 @@ def round_set(kind):
                     cpu_alone=cpu_alone * 1e6, cpu_with=cpu_with * 1e6, lag=lag)
 
 
-def fill(port, n):
-    gen = subprocess.Popen(["redis-cli", "-p", str(port), "--pipe"], stdin=subprocess.PIPE,
-                           stdout=subprocess.DEVNULL)
-    batch = []
-    for i in range(n):
-        batch.append(b"*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$16\r\nvalue-%010d\r\n" % (i, i))
-        if len(batch) == 10000:
-            gen.stdin.write(b"".join(batch))
-            batch = []
-    gen.stdin.write(b"".join(batch))
-    gen.stdin.close()
-    gen.wait()
-
-
 def round_sync(kind):
     with Pair(kind) as pr:
         fill(pr.mp, N)
-        assert int(Conn(pr.mp).call("DBSIZE")[1:]) == N
         rc = pr.replica()
         t0 = time.time()
         rc.call("REPLICAOF", "127.0.0.1", str(pr.mp))
