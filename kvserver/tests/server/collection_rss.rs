@@ -1,7 +1,9 @@
 //! Resident memory per element of hashes, sets and lists in the real server (mimalloc, one
 //! shard) against redis-server, same data, same client: the RSS each process gains. Run by
 //! hand: `cargo test --release -p kvserver --test server collection_rss -- --ignored --nocapture`
-//! (`KV_MEM_SHAPE=name` runs one shape).
+//! (`KV_MEM_SHAPE=name` runs one shape). Each server is measured after it has sat idle for
+//! `KV_MEM_SETTLE_MS` (default 3000) once loaded, so that memory both allocators have freed
+//! but not yet handed back (jemalloc's and mimalloc's purge delays) is not counted.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -133,6 +135,12 @@ fn rss_of(pid: u32) -> u64 {
 #[ignore = "slow; run by hand with --release --ignored --nocapture"]
 fn collection_rss_vs_redis() {
     let only = std::env::var("KV_MEM_SHAPE").ok();
+    let settle = Duration::from_millis(
+        std::env::var("KV_MEM_SETTLE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(3000),
+    );
     for (name, elements, bar, build) in shapes() {
         if only.as_deref().is_some_and(|o| !name.contains(o)) {
             continue;
@@ -141,7 +149,7 @@ fn collection_rss_vs_redis() {
         let ours = Server::start(&["--threads", "1"]);
         let before = ours.rss_kib() * 1024;
         load(ours.port, &cmds);
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(settle);
         let ours_bytes = (ours.rss_kib() * 1024).saturating_sub(before) as f64;
         drop(ours);
 
@@ -169,7 +177,7 @@ fn collection_rss_vs_redis() {
         }
         let before = rss_of(redis.id());
         load(port, &cmds);
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(settle);
         let redis_bytes = rss_of(redis.id()).saturating_sub(before) as f64;
         let _ = redis.kill();
         let _ = redis.wait();

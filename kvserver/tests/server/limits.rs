@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::support::{call, closed, cmd, read_replies, Server};
 
@@ -204,4 +204,38 @@ fn a_huge_reply_over_the_output_limit_closes_only_its_client() {
     );
     assert_eq!(call(&mut setup, "SCARD big"), ":200000\r\n");
     assert_eq!(call(&mut setup, "PING"), "+PONG\r\n");
+}
+
+/// Memory freed by a FLUSHALL goes back to the system once the shard is idle, without any
+/// further command: the allocator only gives pages back from inside its own calls, so an idle
+/// server would otherwise keep its peak RSS for as long as it stays idle.
+#[test]
+fn freed_memory_returns_to_the_system_while_idle() {
+    let server = Server::start(&["--threads", "1"]);
+    let mut c = server.raw();
+    let before = server.rss_kib();
+    let value = "v".repeat(200);
+    for chunk in 0..20 {
+        let mut line = String::from("MSET");
+        for i in 0..10_000 {
+            line.push_str(&format!(" key:{}:{i} {value}", chunk));
+        }
+        assert_eq!(call(&mut c, &line), "+OK\r\n");
+    }
+    let full = server.rss_kib();
+    assert!(
+        full > before + 40 * 1024,
+        "200k keys of 200 bytes: {before} -> {full} KiB"
+    );
+    assert_eq!(call(&mut c, "FLUSHALL"), "+OK\r\n");
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let target = before + (full - before) / 4;
+    while server.rss_kib() > target && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        server.rss_kib() <= target,
+        "RSS {} KiB eight seconds after FLUSHALL (empty: {before}, full: {full})",
+        server.rss_kib()
+    );
 }
