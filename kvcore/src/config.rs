@@ -202,6 +202,7 @@ pub static PARAMS: &[Param] = &[
     p!("slowlog-max-len", Kind::Int(0, i64::MAX), "128"),
     p!("latency-monitor-threshold", Kind::Int(0, i64::MAX), "0"),
     p!("latency-tracking", Kind::Bool, "yes"),
+    p!("disable-thp", [], Kind::Bool, "yes", false),
     p!(
         "latency-tracking-info-percentiles",
         Kind::Percentiles,

@@ -239,3 +239,38 @@ fn freed_memory_returns_to_the_system_while_idle() {
         server.rss_kib()
     );
 }
+
+/// `disable-thp yes` (the default, as in Redis) turns transparent huge pages off for the
+/// process; `no` leaves them to the system; the setting cannot change at run time.
+#[test]
+fn transparent_huge_pages_are_off_unless_asked_for() {
+    let thp = |s: &Server| {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:"))
+            .map(|v| v.trim().to_string())
+    };
+    let default = Server::start(&["--threads", "1"]);
+    let mut c = default.raw();
+    assert_eq!(
+        call(&mut c, "CONFIG GET disable-thp"),
+        "*2\r\n$11\r\ndisable-thp\r\n$3\r\nyes\r\n"
+    );
+    assert_eq!(
+        call(&mut c, "CONFIG SET disable-thp no"),
+        "-ERR CONFIG SET failed (possibly related to argument 'disable-thp') - can't set immutable config\r\n"
+    );
+    let Some(off) = thp(&default) else {
+        eprintln!("this kernel does not report THP_enabled; only the config was checked");
+        return;
+    };
+    assert_eq!(off, "0");
+    let on = Server::start(&["--threads", "1", "--disable-thp", "no"]);
+    let inherited = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("THP_enabled:"))
+        .map(|v| v.trim().to_string());
+    assert_eq!(thp(&on), inherited);
+}

@@ -118,9 +118,14 @@ impl Server {
         None
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The server's resident set size in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
         status
             .lines()
             .find(|l| l.starts_with("VmRSS"))
