@@ -434,6 +434,13 @@ impl Db {
         }
     }
 
+    /// [`Keyspace::prefetch_members`] in database `db`. A hint: nothing changes.
+    pub fn prefetch_members(&self, db: usize, pairs: &[(&[u8], &[u8])]) {
+        if let Some(ks) = self.dbs.get(db) {
+            ks.prefetch_members(pairs);
+        }
+    }
+
     /// One logical database.
     pub fn keyspace(&mut self, index: usize) -> &mut Keyspace {
         &mut self.dbs[index]

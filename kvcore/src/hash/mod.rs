@@ -215,6 +215,15 @@ impl Hash {
         }
     }
 
+    /// Asks the CPU to start loading where `field` would be found: in a table, its bucket
+    /// (`chain` false) or the first entry of its chain (`chain` true, once the bucket had time
+    /// to arrive). A hint for pipelined batches; nothing for a listpack.
+    pub fn prefetch(&self, field: &[u8], chain: bool) {
+        if let Hash::Table(t) = self {
+            t.dict.prefetch(field, chain);
+        }
+    }
+
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Option<Vec<u8>> {
         self.with(field, <[u8]>::to_vec)

@@ -164,6 +164,32 @@ impl Keyspace {
         }
     }
 
+    /// Like [`Keyspace::prefetch`], one level down: for each `(key, member)` whose key holds a
+    /// hash or set in a table, asks the CPU to start loading the member's bucket, then its
+    /// chain, so that a pipeline of HSET or SADD on big collections waits for memory once per
+    /// batch rather than once per command. Call it after [`Keyspace::prefetch`] of the keys.
+    pub fn prefetch_members(&self, pairs: &[(&[u8], &[u8])]) {
+        let mut tables: smallvec::SmallVec<[(&Value, &[u8]); 32]> = smallvec::SmallVec::new();
+        for &(key, member) in pairs {
+            let Some(node) = self.main.get(key) else {
+                continue;
+            };
+            match &node.value {
+                Value::Hash(h) => h.prefetch(member, false),
+                Value::Set(s) => s.prefetch(member, false),
+                _ => continue,
+            }
+            tables.push((&node.value, member));
+        }
+        for (value, member) in tables {
+            match value {
+                Value::Hash(h) => h.prefetch(member, true),
+                Value::Set(s) => s.prefetch(member, true),
+                _ => {}
+            }
+        }
+    }
+
     /// [`Keyspace::live`] for a caller about to change the node: a running snapshot that has
     /// not written it yet writes its old value first.
     #[inline]
@@ -568,6 +594,47 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn member_prefetch_is_only_a_hint() {
+        use crate::hash::{Hash, Limits as HashLimits};
+        use crate::set::{Limits as SetLimits, Set};
+        let mut ks = Keyspace::new();
+        let mut big_hash = Hash::default();
+        let mut big_set = Set::default();
+        for i in 0..1000 {
+            let m = format!("m{i}");
+            big_hash.set(HashLimits::default(), m.as_bytes(), b"v");
+            big_set.add(SetLimits::default(), m.as_bytes());
+        }
+        assert_eq!(big_hash.encoding(), "hashtable");
+        assert_eq!(big_set.encoding(), "hashtable");
+        let mut small_hash = Hash::default();
+        small_hash.set(HashLimits::default(), b"m1", b"v");
+        ks.set(b"h", Value::Hash(big_hash), Ttl::Clear, 0);
+        ks.set(b"s", Value::Set(big_set), Ttl::Clear, 0);
+        ks.set(b"small", Value::Hash(small_hash), Ttl::Clear, 0);
+        ks.set(b"str", Value::Int(1), Ttl::Clear, 0);
+        let pairs: [(&[u8], &[u8]); 6] = [
+            (b"h", b"m1"),
+            (b"h", b"absent"),
+            (b"s", b"m999"),
+            (b"small", b"m1"),
+            (b"str", b"x"),
+            (b"missing", b"m1"),
+        ];
+        ks.prefetch(&pairs.map(|p| p.0));
+        ks.prefetch_members(&pairs);
+        assert_eq!(ks.len(), 4);
+        let Some(Value::Hash(h)) = ks.peek(b"h", 0).map(|n| &n.value) else {
+            panic!("h is a hash");
+        };
+        assert_eq!((h.len(), h.get(b"m1")), (1000, Some(b"v".to_vec())));
+        let Some(Value::Set(s)) = ks.peek(b"s", 0).map(|n| &n.value) else {
+            panic!("s is a set");
+        };
+        assert!(s.len() == 1000 && s.contains(b"m999") && !s.contains(b"absent"));
+    }
 
     #[test]
     fn lazy_and_active_expiry() {

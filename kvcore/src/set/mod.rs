@@ -198,6 +198,13 @@ impl Set {
         }
     }
 
+    /// Asks the CPU to start loading where `m` would be found (see [`crate::hash::Hash::prefetch`]).
+    pub fn prefetch(&self, m: &[u8], chain: bool) {
+        if let Set::Table(t) = self {
+            t.dict.prefetch(m, chain);
+        }
+    }
+
     /// Whether `m` is a member.
     pub fn contains(&self, m: &[u8]) -> bool {
         match self {

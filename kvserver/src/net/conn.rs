@@ -578,6 +578,7 @@ impl<'a> Conn<'a> {
         }
         let mut parser = Parser::new(input.parser.limits());
         let mut spans: SmallVec<[(usize, usize); MAX]> = SmallVec::new();
+        let mut members: SmallVec<[(usize, usize, usize, usize); MAX]> = SmallVec::new();
         let mut pos = 0;
         while spans.len() < MAX && pos < buf.len() {
             let mut args = Args::new();
@@ -591,6 +592,12 @@ impl<'a> Conn<'a> {
             };
             if let Some(span) = args.get(1).and_then(|k| within(k)) {
                 spans.push(span);
+                let member = args
+                    .get(2)
+                    .filter(|_| args.first().is_some_and(|n| names_member(n)));
+                if let Some((m, mn)) = member.and_then(|m| within(m)) {
+                    members.push((span.0, span.1, m, mn));
+                }
             }
             pos += consumed;
         }
@@ -598,7 +605,15 @@ impl<'a> Conn<'a> {
             return;
         }
         let keys: SmallVec<[&[u8]; MAX]> = spans.iter().map(|&(at, n)| &buf[at..at + n]).collect();
-        self.shard.db.borrow().prefetch(self.session.db, &keys);
+        let db = self.shard.db.borrow();
+        db.prefetch(self.session.db, &keys);
+        if members.len() >= 2 {
+            let pairs: SmallVec<[(&[u8], &[u8]); MAX]> = members
+                .iter()
+                .map(|&(k, kn, m, mn)| (&buf[k..k + kn], &buf[m..m + mn]))
+                .collect();
+            db.prefetch_members(self.session.db, &pairs);
+        }
     }
 
     /// Parses and runs the commands of `input`: how many ran, or `None` when the connection
@@ -2008,6 +2023,58 @@ async fn read_while_blocked(stream: &TcpStream, input: &mut Vec<u8>, limit: usiz
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(_) => return,
+        }
+    }
+}
+
+/// Whether the command `name`'s third argument is a field or member of the collection its
+/// second names (the commands worth a member prefetch, see `Conn::prefetch_keys`).
+fn names_member(name: &[u8]) -> bool {
+    const NAMES: [&[u8]; 14] = [
+        b"hset",
+        b"hsetnx",
+        b"hget",
+        b"hmget",
+        b"hmset",
+        b"hdel",
+        b"hexists",
+        b"hstrlen",
+        b"hincrby",
+        b"hincrbyfloat",
+        b"sadd",
+        b"srem",
+        b"sismember",
+        b"smismember",
+    ];
+    matches!(name.first(), Some(b'h' | b'H' | b's' | b'S'))
+        && NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_member;
+
+    #[test]
+    fn member_commands_by_name_any_case() {
+        for n in [
+            &b"HSET"[..],
+            b"hget",
+            b"HIncrByFloat",
+            b"sadd",
+            b"SMISMEMBER",
+        ] {
+            assert!(names_member(n), "{}", String::from_utf8_lossy(n));
+        }
+        for n in [
+            &b"SET"[..],
+            b"GET",
+            b"HGETALL",
+            b"SPOP",
+            b"LPUSH",
+            b"",
+            b"hsetx",
+        ] {
+            assert!(!names_member(n), "{}", String::from_utf8_lossy(n));
         }
     }
 }
