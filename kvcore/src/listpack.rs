@@ -187,53 +187,54 @@ fn backlen_size(l: usize) -> usize {
 /// Writes the whole entry (encoding, data, backlen) to `out`, which is exactly its size.
 fn write_entry(out: &mut [u8], e: &Enc<'_>) {
     let l = data_len(e);
-    let mut w = Vec::with_capacity(l + 5);
+    let mut w = 0;
+    let mut put = |bytes: &[u8]| {
+        out[w..w + bytes.len()].copy_from_slice(bytes);
+        w += bytes.len();
+    };
     match *e {
         Enc::Int(i) => match l {
-            1 => w.push(i as u8),
+            1 => put(&[i as u8]),
             2 => {
                 let u = (i as u64) & 0x1FFF;
-                w.push(0xC0 | (u >> 8) as u8);
-                w.push(u as u8);
+                put(&[0xC0 | (u >> 8) as u8, u as u8]);
             }
             3 => {
-                w.push(0xF1);
-                w.extend_from_slice(&(i as i16).to_le_bytes());
+                put(&[0xF1]);
+                put(&(i as i16).to_le_bytes());
             }
             4 => {
-                w.push(0xF2);
-                w.extend_from_slice(&(i as i32).to_le_bytes()[..3]);
+                put(&[0xF2]);
+                put(&(i as i32).to_le_bytes()[..3]);
             }
             5 => {
-                w.push(0xF3);
-                w.extend_from_slice(&(i as i32).to_le_bytes());
+                put(&[0xF3]);
+                put(&(i as i32).to_le_bytes());
             }
             _ => {
-                w.push(0xF4);
-                w.extend_from_slice(&i.to_le_bytes());
+                put(&[0xF4]);
+                put(&i.to_le_bytes());
             }
         },
         Enc::Str(s) => {
             let n = s.len();
             if n < 64 {
-                w.push(0x80 | n as u8);
+                put(&[0x80 | n as u8]);
             } else if n < 4096 {
-                w.push(0xE0 | (n >> 8) as u8);
-                w.push(n as u8);
+                put(&[0xE0 | (n >> 8) as u8, n as u8]);
             } else {
-                w.push(0xF0);
-                w.extend_from_slice(&(n as u32).to_le_bytes());
+                put(&[0xF0]);
+                put(&(n as u32).to_le_bytes());
             }
-            w.extend_from_slice(s);
+            put(s);
         }
     }
     // backlen: most significant 7 bits first, every byte but the first with the high bit.
     let bl = backlen_size(l);
     for k in (0..bl).rev() {
         let bits = ((l >> (7 * k)) & 0x7F) as u8;
-        w.push(if k == bl - 1 { bits } else { bits | 0x80 });
+        put(&[if k == bl - 1 { bits } else { bits | 0x80 }]);
     }
-    out.copy_from_slice(&w);
 }
 
 fn entry_size(e: &Enc<'_>) -> usize {
@@ -536,21 +537,27 @@ impl Listpack {
     // -----------------------------------------------------------------------------------------
 
     /// Replaces the `del` bytes at `at` by `ins`, resizing the buffer once, and fixes the
-    /// header for `count` entries.
+    /// header for `count` entries. The buffer is resized in place (a `realloc` to the exact
+    /// new size, which the allocator serves without moving while the size stays within the
+    /// block, or shrinks to no less than half of it): a push or pop on a list node moves the
+    /// bytes after the change, not the whole node into a new allocation.
     fn splice(&mut self, at: usize, del: usize, ins: &[Enc<'_>], count: usize) {
-        let old = std::mem::take(&mut self.buf).into_vec();
         let add: usize = ins.iter().map(entry_size).sum();
-        let total = old.len() - del + add;
-        let mut buf = Vec::with_capacity(total);
-        buf.extend_from_slice(&old[..at]);
+        let mut buf = std::mem::take(&mut self.buf).into_vec();
+        let old = buf.len();
+        let total = old - del + add;
+        if add > del {
+            buf.reserve_exact(add - del);
+            buf.resize(total, 0);
+        }
+        buf.copy_within(at + del..old, at + add);
         let mut p = at;
-        buf.resize(at + add, 0);
         for e in ins {
             let n = entry_size(e);
             write_entry(&mut buf[p..p + n], e);
             p += n;
         }
-        buf.extend_from_slice(&old[at + del..]);
+        buf.truncate(total);
         self.buf = buf.into_boxed_slice();
         self.set_header(total, count);
     }
@@ -570,7 +577,7 @@ impl Listpack {
     /// entry.
     pub fn insert_at(&mut self, p: Pos, values: &[&[u8]]) -> Pos {
         let count = self.len() + values.len();
-        let encs: Vec<Enc<'_>> = values.iter().map(|v| classify(v)).collect();
+        let encs: smallvec::SmallVec<[Enc<'_>; 4]> = values.iter().map(|v| classify(v)).collect();
         self.splice(p, 0, &encs, count);
         p
     }
