@@ -2,7 +2,8 @@
 # Issue 19's latency table: open-loop kvbench workloads against kvserver and redis-server in one
 # run, servers pinned to CPU 0 (--threads 1), kvbench on CPU 1, alternated over ROUNDS; prints
 # each round and the medians of p50/p95/p99/p99.9 per workload and server.
-# usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the 5M-key growth workload)
+# usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the growth workload: GROWTH_KEYS SETs
+# of new keys, default 5000000; the issue's bar is GROWTH_KEYS=10000000)
 # Run from the project's root after `cargo build --release -p kvserver -p kvbench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,8 @@ workloads=(
   "get-P1-50k:-t get -r 1000 -c 50 -P 1 --rate 50000 -n 500000"
   "set-P4-100k:-t set -r 1000 -c 50 -P 4 --rate 100000 -n 1000000"
 )
-[ "${GROWTH:-0}" = 1 ] && workloads+=("set-growth-5M:-t set -r 100000000 -c 50 -P 4 --rate 100000 -n 5000000")
+GK=${GROWTH_KEYS:-5000000}
+[ "${GROWTH:-0}" = 1 ] && workloads+=("set-growth-$GK:-t set -r 100000000 -c 50 -P 4 --rate 100000 -n $GK")
 for r in $(seq "$ROUNDS"); do
   for w in "${workloads[@]}"; do
     name=${w%%:*}; read -ra args <<<"${w#*:}"

@@ -568,8 +568,10 @@ impl<'a> Conn<'a> {
 
     /// Looks over the complete commands waiting in `input` and has the CPU start loading the
     /// table entries of their first arguments (the key of most commands), so that a pipeline's
-    /// lookups wait for memory together rather than one after another. Costs a second parse
-    /// of the batch; only multibulk batches of two commands or more.
+    /// lookups wait for memory together rather than one after another; for commands on a field
+    /// or member of a big hash or set, its bucket and chain too. Costs a second parse of the
+    /// batch; only multibulk batches naming two keys or more (a run on one key is one key), or
+    /// two members.
     fn prefetch_keys(&self, input: &Input) {
         const MAX: usize = 32;
         let buf = &input.rbuf[input.start..input.end];
@@ -591,7 +593,11 @@ impl<'a> Conn<'a> {
                 (at + key.len() <= buf.len()).then_some((at, key.len()))
             };
             if let Some(span) = args.get(1).and_then(|k| within(k)) {
-                spans.push(span);
+                // A run of commands on one key (a queue's pops, a counter) needs it once.
+                let same = |&(at, n): &(usize, usize)| buf[at..at + n] == buf[span.0..span.0 + n];
+                if !spans.last().is_some_and(|l| l.1 == span.1 && same(l)) {
+                    spans.push(span);
+                }
                 let member = args
                     .get(2)
                     .filter(|_| args.first().is_some_and(|n| names_member(n)));
@@ -601,7 +607,7 @@ impl<'a> Conn<'a> {
             }
             pos += consumed;
         }
-        if spans.len() < 2 {
+        if spans.len() < 2 && members.len() < 2 {
             return;
         }
         let keys: SmallVec<[&[u8]; MAX]> = spans.iter().map(|&(at, n)| &buf[at..at + n]).collect();
