@@ -582,7 +582,12 @@ impl<'a> Conn<'a> {
         let mut spans: SmallVec<[(usize, usize); MAX]> = SmallVec::new();
         let mut members: SmallVec<[(usize, usize, usize, usize); MAX]> = SmallVec::new();
         let mut pos = 0;
-        while spans.len() < MAX && pos < buf.len() {
+        for parsed in 0..MAX {
+            // Four commands on one key and no members: a pipeline on one key (a queue's pushes
+            // or pops), whose lookups need no help; stop paying for the second parse.
+            if pos >= buf.len() || (parsed == 4 && spans.len() < 2 && members.is_empty()) {
+                break;
+            }
             let mut args = Args::new();
             let Ok(Status::Command { consumed }) = parser.parse_into(&buf[pos..], &mut args) else {
                 break;
