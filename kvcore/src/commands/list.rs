@@ -249,6 +249,27 @@ impl Db {
         Ok(out)
     }
 
+    /// [`Db::list_pop`] showing each element to `f` instead of copying it out (LPOP and RPOP
+    /// write it straight into the reply); returns how many were popped.
+    pub fn list_pop_each(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        left: bool,
+        count: usize,
+        f: impl FnMut(&[u8]),
+    ) -> OpResult<usize> {
+        let limits = limits(self);
+        let Some(l) = get_list_mut(self, dbi, key)? else {
+            return Ok(0);
+        };
+        let n = l.pop_each(limits, left, count, f);
+        if n > 0 {
+            removed(self, dbi, key, pop_event(left));
+        }
+        Ok(n)
+    }
+
     /// Whether `key` holds a list (never empty: an emptied list is deleted); WRONGTYPE for
     /// another type.
     pub fn holds_list(&mut self, dbi: usize, key: &[u8]) -> OpResult<bool> {
@@ -325,21 +346,20 @@ fn pop(c: &mut Ctx<'_>, a: &[&[u8]], left: bool) {
         },
     };
     let dbi = c.session.db;
-    match get_list(c.db, dbi, a[1]) {
+    let len = match get_list(c.db, dbi, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(None) if count.is_some() => return c.out.null_array(),
         Ok(None) => return c.out.null(),
-        Ok(Some(_)) => {}
+        Ok(Some(l)) => l.len(),
+    };
+    // The list is there (and never empty), so exactly `n` elements come out.
+    let n = count.unwrap_or(1).min(len);
+    if count.is_some() {
+        c.out.array_len(n);
     }
-    match c.db.list_pop(dbi, a[1], left, count.unwrap_or(1)) {
-        Err(e) => reply_err(&mut c.out, e),
-        Ok(items) => match count {
-            None => match items.first() {
-                Some(v) => c.out.bulk(v),
-                None => c.out.null(),
-            },
-            Some(_) => write_items(&mut c.out, &items),
-        },
+    let out = &mut c.out;
+    if let Err(e) = c.db.list_pop_each(dbi, a[1], left, n, |v| out.bulk(v)) {
+        reply_err(&mut c.out, e);
     }
 }
 

@@ -274,29 +274,42 @@ impl List {
 
     /// Pops up to `count` elements from the head (`front`) or the tail.
     pub fn pop(&mut self, limits: Limits, front: bool, count: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::with_capacity(count.min(self.len()));
+        self.pop_each(limits, front, count, |v| out.push(v.to_vec()));
+        out
+    }
+
+    /// Pops up to `count` elements from the head (`front`) or the tail like [`List::pop`],
+    /// showing each to `f` before it goes instead of copying it out; returns how many.
+    pub fn pop_each(
+        &mut self,
+        limits: Limits,
+        front: bool,
+        count: usize,
+        mut f: impl FnMut(&[u8]),
+    ) -> usize {
         let n = count.min(self.len());
-        let mut out = Vec::with_capacity(n);
+        let mut buf = itoa::Buffer::new();
         match self {
             List::Pack(lp) => {
                 for _ in 0..n {
                     let Some(p) = (if front { lp.first() } else { lp.last() }) else {
                         break;
                     };
-                    out.push(lp.get(p).to_vec());
+                    f(lp.get(p).bytes(&mut buf));
                     lp.delete(p, 1);
                 }
             }
             List::Quick(q) => {
                 for _ in 0..n {
-                    match q.pop(front) {
-                        Some(v) => out.push(v),
-                        None => break,
+                    if !q.pop(front, &mut f) {
+                        break;
                     }
                 }
                 self.settle(limits, true);
             }
         }
-        out
+        n
     }
 
     /// The element at `index` (negative counts from the tail).
@@ -567,14 +580,21 @@ impl QuickList {
         self.len += 1;
     }
 
-    fn pop(&mut self, front: bool) -> Option<Vec<u8>> {
+    /// Removes the head (`front`) or tail element, shown to `f` first; false when empty.
+    fn pop(&mut self, front: bool, f: &mut impl FnMut(&[u8])) -> bool {
         let n = if front {
-            self.nodes.front_mut()?
+            self.nodes.front_mut()
         } else {
-            self.nodes.back_mut()?
+            self.nodes.back_mut()
         };
-        let p = if front { n.first()? } else { n.last()? };
-        let v = n.get(p).to_vec();
+        let Some(n) = n else {
+            return false;
+        };
+        let Some(p) = (if front { n.first() } else { n.last() }) else {
+            return false;
+        };
+        let mut buf = itoa::Buffer::new();
+        f(n.get(p).bytes(&mut buf));
         n.delete(p, 1);
         if n.is_empty() {
             if front {
@@ -584,7 +604,7 @@ impl QuickList {
             }
         }
         self.len -= 1;
-        Some(v)
+        true
     }
 
     /// The node index holding element `i` (in range) and its index there.
