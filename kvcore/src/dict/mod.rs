@@ -241,21 +241,6 @@ impl<L: Link> Dict<L> {
         }
     }
 
-    /// [`Dict::prefetch_bucket`] (`chain` false) or [`Dict::prefetch_chain`] (`chain` true) of
-    /// `key`. An empty dict does nothing.
-    #[inline]
-    pub fn prefetch(&self, key: &[u8], chain: bool) {
-        if self.len == 0 {
-            return;
-        }
-        let h = self.hash(key);
-        if chain {
-            self.prefetch_chain(h);
-        } else {
-            self.prefetch_bucket(h);
-        }
-    }
-
     /// Asks the CPU to start loading the bucket where a key with hash `h` lives (a hint).
     #[inline]
     pub fn prefetch_bucket(&self, h: u64) {

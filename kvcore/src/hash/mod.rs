@@ -215,12 +215,22 @@ impl Hash {
         }
     }
 
-    /// Asks the CPU to start loading where `field` would be found: in a table, its bucket
-    /// (`chain` false) or the first entry of its chain (`chain` true, once the bucket had time
-    /// to arrive). A hint for pipelined batches; nothing for a listpack.
-    pub fn prefetch(&self, field: &[u8], chain: bool) {
+    /// In a table, asks the CPU to start loading the bucket of `field` and returns the field's
+    /// hash for [`Hash::prefetch_chain`]; `None` for a listpack. A hint for pipelined batches.
+    pub fn prefetch_bucket(&self, field: &[u8]) -> Option<u64> {
+        let Hash::Table(t) = self else {
+            return None;
+        };
+        let h = t.dict.hash(field);
+        t.dict.prefetch_bucket(h);
+        Some(h)
+    }
+
+    /// Asks the CPU to start loading the first entry of the chain of hash `h` (from
+    /// [`Hash::prefetch_bucket`], once the bucket had time to arrive).
+    pub fn prefetch_chain(&self, h: u64) {
         if let Hash::Table(t) = self {
-            t.dict.prefetch(field, chain);
+            t.dict.prefetch_chain(h);
         }
     }
 

@@ -169,22 +169,31 @@ impl Keyspace {
     /// chain, so that a pipeline of HSET or SADD on big collections waits for memory once per
     /// batch rather than once per command. Call it after [`Keyspace::prefetch`] of the keys.
     pub fn prefetch_members(&self, pairs: &[(&[u8], &[u8])]) {
-        let mut tables: smallvec::SmallVec<[(&Value, &[u8]); 32]> = smallvec::SmallVec::new();
+        let mut found: smallvec::SmallVec<[(&Value, u64); 32]> = smallvec::SmallVec::new();
+        // Pipelines on one collection repeat its key: look it up once per run.
+        let mut last: Option<(&[u8], Option<&Value>)> = None;
         for &(key, member) in pairs {
-            let Some(node) = self.main.get(key) else {
-                continue;
+            let value = match last {
+                Some((k, v)) if k == key => v,
+                _ => {
+                    let v = self.main.get(key).map(|n| &n.value);
+                    last = Some((key, v));
+                    v
+                }
             };
-            match &node.value {
-                Value::Hash(h) => h.prefetch(member, false),
-                Value::Set(s) => s.prefetch(member, false),
-                _ => continue,
+            let h = match value {
+                Some(Value::Hash(x)) => x.prefetch_bucket(member),
+                Some(Value::Set(x)) => x.prefetch_bucket(member),
+                _ => None,
+            };
+            if let (Some(v), Some(h)) = (value, h) {
+                found.push((v, h));
             }
-            tables.push((&node.value, member));
         }
-        for (value, member) in tables {
+        for (value, h) in found {
             match value {
-                Value::Hash(h) => h.prefetch(member, true),
-                Value::Set(s) => s.prefetch(member, true),
+                Value::Hash(x) => x.prefetch_chain(h),
+                Value::Set(x) => x.prefetch_chain(h),
                 _ => {}
             }
         }

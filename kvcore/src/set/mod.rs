@@ -198,10 +198,20 @@ impl Set {
         }
     }
 
-    /// Asks the CPU to start loading where `m` would be found (see [`crate::hash::Hash::prefetch`]).
-    pub fn prefetch(&self, m: &[u8], chain: bool) {
+    /// [`crate::hash::Hash::prefetch_bucket`] for a member.
+    pub fn prefetch_bucket(&self, m: &[u8]) -> Option<u64> {
+        let Set::Table(t) = self else {
+            return None;
+        };
+        let h = t.dict.hash(m);
+        t.dict.prefetch_bucket(h);
+        Some(h)
+    }
+
+    /// [`crate::hash::Hash::prefetch_chain`] for a member.
+    pub fn prefetch_chain(&self, h: u64) {
         if let Set::Table(t) = self {
-            t.dict.prefetch(m, chain);
+            t.dict.prefetch_chain(h);
         }
     }
 

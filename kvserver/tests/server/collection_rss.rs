@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{encode, Server};
+use crate::support::{encode, rss_kib_of, Server};
 
 fn val16(i: usize) -> String {
     format!("v{i:015}")
@@ -125,14 +125,7 @@ fn load(port: u16, cmds: &[Vec<String>]) {
 }
 
 fn rss_of(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap()
-        * 1024
+    rss_kib_of(&pid.to_string()) * 1024
 }
 
 /// Loads the first `tenth` commands, then the rest, letting the server settle after each; returns

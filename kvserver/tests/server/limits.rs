@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::support::{call, closed, cmd, read_replies, Server};
+use crate::support::{call, closed, cmd, proc_status, read_replies, Server};
 
 #[test]
 fn two_hundred_concurrent_connections() {
@@ -244,13 +244,7 @@ fn freed_memory_returns_to_the_system_while_idle() {
 /// process; `no` leaves them to the system; the setting cannot change at run time.
 #[test]
 fn transparent_huge_pages_are_off_unless_asked_for() {
-    let thp = |s: &Server| {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("THP_enabled:"))
-            .map(|v| v.trim().to_string())
-    };
+    let thp = |s: &Server| proc_status(&s.pid().to_string(), "THP_enabled");
     let default = Server::start(&["--threads", "1"]);
     let mut c = default.raw();
     assert_eq!(
@@ -267,10 +261,5 @@ fn transparent_huge_pages_are_off_unless_asked_for() {
     };
     assert_eq!(off, "0");
     let on = Server::start(&["--threads", "1", "--disable-thp", "no"]);
-    let inherited = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("THP_enabled:"))
-        .map(|v| v.trim().to_string());
-    assert_eq!(thp(&on), inherited);
+    assert_eq!(thp(&on), proc_status("self", "THP_enabled"));
 }

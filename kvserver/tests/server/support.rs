@@ -125,17 +125,26 @@ impl Server {
 
     /// The server's resident set size in KiB.
     pub fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        status
-            .lines()
-            .find(|l| l.starts_with("VmRSS"))
-            .unwrap()
-            .split_whitespace()
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap()
+        rss_kib_of(&self.pid().to_string())
     }
+}
+
+/// The first word of line `field` of `/proc/<pid>/status` (`pid` may be `self`), if the
+/// kernel reports it.
+pub fn proc_status(pid: &str, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .map(str::to_string)
+}
+
+/// The resident set size of process `pid` in KiB.
+pub fn rss_kib_of(pid: &str) -> u64 {
+    proc_status(pid, "VmRSS")
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
 }
 
 impl Drop for Server {
