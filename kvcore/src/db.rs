@@ -50,6 +50,15 @@ pub struct Session {
     /// The replication link from this server's master: its writes are never refused, and on a
     /// replica it sees keys past their deadline as live (see [`Db::set_replica`]).
     pub master: bool,
+    /// Lap timing, for a host running a batch of commands back to back with nothing awaited
+    /// between them: while `lapping` is set, the dispatch leaves the time a command ended in
+    /// `lap`, and takes a `lap` it finds as the next command's start, so that a command costs
+    /// one clock read instead of two. Its measured time then also covers the parsing of its
+    /// own request (a few hundred nanoseconds at most). The host clears `lap` wherever it
+    /// waits between commands.
+    pub lap: Option<quanta::Instant>,
+    /// See `lap`.
+    pub lapping: bool,
 }
 
 impl Session {
@@ -80,6 +89,8 @@ impl Default for Session {
             local: true,
             internal: false,
             master: false,
+            lap: None,
+            lapping: false,
         }
     }
 }
@@ -541,7 +552,8 @@ impl Db {
         if no_touch != self.no_touch {
             self.set_no_touch(no_touch);
         }
-        let start = (!session.internal).then(quanta::Instant::now);
+        let start =
+            (!session.internal).then(|| session.lap.take().unwrap_or_else(quanta::Instant::now));
         let dbi = session.db;
         // A replica's own client (not a step of another command) does not see expired keys.
         let hide = self.replica && !session.master && !session.internal;
@@ -566,7 +578,11 @@ impl Db {
             }
         }
         if let Some(start) = start {
-            let nanos = start.elapsed().as_nanos() as u64;
+            let end = quanta::Instant::now();
+            if session.lapping {
+                session.lap = Some(end);
+            }
+            let nanos = end.saturating_duration_since(start).as_nanos() as u64;
             let failed = out.get(mark) == Some(&b'-');
             self.record(
                 spec,

@@ -156,7 +156,10 @@ pub struct Settings {
 /// One shard's records.
 #[derive(Default)]
 pub struct Telemetry {
-    cmds: hashbrown::HashMap<usize, CmdStat, foldhash::fast::FixedState>,
+    /// Where each command's counters are in `stats`, by the address of its spec (plain
+    /// commands) or of its full name plus one (subcommands).
+    cmds: hashbrown::HashMap<usize, usize, foldhash::fast::FixedState>,
+    stats: Vec<CmdStat>,
     errors: BTreeMap<Vec<u8>, u64>,
     total_errors: u64,
     slowlog: VecDeque<SlowEntry>,
@@ -282,23 +285,27 @@ impl Telemetry {
     /// The counters of `spec` (of its subcommand, for a container command such as CONFIG).
     /// One hash lookup for a plain command, two for a subcommand.
     fn stat(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) -> &mut CmdStat {
-        let key = spec as *const CommandSpec as usize;
-        let container = self
-            .cmds
-            .entry(key)
-            .or_insert_with(|| {
-                let mut c = CmdStat::new(spec.name);
-                c.container = crate::commands::docs::is_container(spec.name);
-                c
-            })
-            .container;
-        if !container {
-            return self.cmds.get_mut(&key).expect("inserted above");
+        let i = self.slot(spec as *const CommandSpec as usize, || {
+            let mut c = CmdStat::new(spec.name);
+            c.container = crate::commands::docs::is_container(spec.name);
+            c
+        });
+        if !self.stats[i].container {
+            return &mut self.stats[i];
         }
         let name = full_name(spec, args);
-        self.cmds
-            .entry(name.as_ptr() as usize + 1)
-            .or_insert_with(|| CmdStat::new(name))
+        let i = self.slot(name.as_ptr() as usize + 1, || CmdStat::new(name));
+        &mut self.stats[i]
+    }
+
+    /// The index in `stats` of the counters under `key`, made by `new` the first time.
+    #[inline]
+    fn slot(&mut self, key: usize, new: impl FnOnce() -> CmdStat) -> usize {
+        let stats = &mut self.stats;
+        *self.cmds.entry(key).or_insert_with(|| {
+            stats.push(new());
+            stats.len() - 1
+        })
     }
 
     /// Counts an error reply of no known command (unknown command, protocol error).
@@ -370,8 +377,8 @@ impl Telemetry {
     pub fn snapshot(&self, with_histograms: bool) -> Snapshot {
         Snapshot {
             cmds: self
-                .cmds
-                .values()
+                .stats
+                .iter()
                 .filter(|c| c.calls + c.rejected + c.failed > 0)
                 .map(|c| {
                     let mut c = c.clone();
@@ -445,6 +452,7 @@ impl Telemetry {
     /// latency monitor keep theirs, as in Redis).
     pub fn reset_stats(&mut self) {
         self.cmds.clear();
+        self.stats.clear();
         self.errors.clear();
         self.total_errors = 0;
     }

@@ -639,6 +639,9 @@ impl<'a> Conn<'a> {
         let mut pos = input.start;
         let mut close = false;
         let mut commands = 0;
+        // When the last command run here ended, while nothing was awaited since (see
+        // `Session::lap`): the next command's start.
+        let mut lap = None;
         loop {
             let mut args = Args::new();
             let consumed = match input
@@ -666,6 +669,7 @@ impl<'a> Conn<'a> {
             }
             commands += 1;
             if self.shard.global.pause_end.load(Ordering::Relaxed) != 0 {
+                lap = None;
                 self.wait_out_pause(stream, &args).await?;
             }
             // CLIENT REPLY OFF or SKIP: this command's reply may be dropped.
@@ -675,15 +679,22 @@ impl<'a> Conn<'a> {
                 if std::mem::take(&mut self.session.reply_skip) {
                     self.session.reply_skip_now = true;
                 }
+                lap = None;
                 self.resolve().await;
                 Some(self.out.len())
             } else {
                 None
             };
             let in_tx = self.multi.is_some();
-            let step = match self.try_now(&args) {
+            self.session.lap = lap.take();
+            self.session.lapping = true;
+            let now = self.try_now(&args);
+            self.session.lapping = false;
+            lap = self.session.lap.take();
+            let step = match now {
                 Some(step) => step,
                 None => {
+                    lap = None;
                     let room = self.query_limit.saturating_sub(input.end - pos);
                     Box::pin(self.command(stream, &args, room)).await?
                 }
@@ -695,6 +706,7 @@ impl<'a> Conn<'a> {
                 }
             }
             if let Some(mark) = quiet {
+                lap = None;
                 self.resolve().await;
                 // As Redis decides when the reply is added: after the command changed the
                 // flags (CLIENT REPLY ON's own +OK is sent).
@@ -710,6 +722,7 @@ impl<'a> Conn<'a> {
                     break;
                 }
                 Step::Input(sent) => {
+                    lap = None;
                     drop(args);
                     // What the client sent while it waited follows what was already read.
                     let grown = input.end + sent.len();
@@ -723,6 +736,7 @@ impl<'a> Conn<'a> {
             if self.out.len() + self.pend.local.len() >= FLUSH_AT
                 || self.pend.segs.len() >= REMOTE_AT
             {
+                lap = None;
                 self.resolve().await;
                 self.write_out(stream).await?;
             }

@@ -3,7 +3,7 @@
 //! shards, answered by the server, inside MULTI), errors by code, slow commands with their
 //! client, and INFO carries every field Redis 7.0.15 prints.
 
-use crate::support::{call, key_on, Server};
+use crate::support::{call, cmd, key_on, read_replies, Server};
 
 const SHARDS: [usize; 2] = [1, 3];
 
@@ -154,6 +154,39 @@ fn latency_monitor_events() {
         assert_eq!(call(&mut s, "LATENCY LATEST"), "*0\r\n");
         assert_eq!(call(&mut s, "LATENCY HISTORY command"), "*0\r\n");
     }
+}
+
+/// A pipelined command's measured time starts where the previous one of its batch ended (one
+/// clock read per command): a slow command's time is its own, not its successor's, and neither
+/// the wait for the next batch nor an idle client counts.
+#[test]
+fn pipelined_commands_are_timed_each_on_its_own() {
+    use std::io::Write;
+    let server = Server::start(&["--enable-debug-command", "yes"]);
+    let mut s = server.raw();
+    call(&mut s, "CONFIG SET slowlog-log-slower-than 20000");
+    call(&mut s, "SLOWLOG RESET");
+    let mut batch = cmd("DEBUG SLEEP 0.05");
+    for _ in 0..3 {
+        batch.extend(cmd("PING"));
+    }
+    s.write_all(&batch).unwrap();
+    assert_eq!(read_replies(&mut s, 4).len(), 4);
+    // An idle client, then a batch of commands that take microseconds.
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    s.write_all(&cmd("PING").repeat(3)).unwrap();
+    assert_eq!(read_replies(&mut s, 3).len(), 3);
+    let log = call(&mut s, "SLOWLOG GET");
+    assert!(log.starts_with("*1\r\n"), "only DEBUG SLEEP is slow: {log}");
+    assert!(log.contains("$5\r\nDEBUG\r\n"), "{log}");
+    let stats = info(&mut s, "commandstats");
+    let usec: u64 = stat(&stats, "cmdstat_ping")
+        .split(',')
+        .find_map(|f| f.strip_prefix("usec="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(usec < 20_000, "six PINGs took {usec} us: {stats}");
 }
 
 #[test]
