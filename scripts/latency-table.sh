@@ -16,6 +16,24 @@ start() { # name port command...
   for _ in $(seq 50); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return; sleep 0.1; done
   echo "$name did not start" >&2; exit 1
 }
+# Attribution of the slowest replies: the server's own slow work (its latency monitor, threshold
+# 1 ms: commands, and for ours the expire cycle and the allocator's purge; Redis reports its own
+# events), and the time its threads were ready to run but waited for CPU 0 (run_delay in
+# /proc/PID/task/*/schedstat), the times they were preempted, and the hypervisor's steal on CPU 0.
+sched_counters() { # pid -> "run_delay_ns nonvoluntary_switches steal_ticks"
+  local d=0 f
+  for f in /proc/"$1"/task/*/schedstat; do d=$((d + $(cut -d' ' -f2 "$f"))); done
+  echo "$d $(awk '/^nonvoluntary_ctxt_switches/{n+=$2} END{print n+0}' /proc/"$1"/task/*/status) \
+$(awk '$1=="cpu0"{print $9}' /proc/stat)"
+}
+server_side() { # port pid before -> one line of evidence
+  local after; after=$(sched_counters "$2")
+  local events
+  events=$(redis-cli -p "$1" latency latest | grep -v '^$' | paste -d' ' - - - - \
+    | awk '{printf "%s%s max %s ms", (NR>1?", ":""), $1, $4} END{if (NR==0) printf "nothing took 1 ms or more"}')
+  read -r d0 n0 s0 <<<"$3"; read -r d1 n1 s1 <<<"$after"
+  echo "monitor: $events; waited for the CPU $(( (d1 - d0) / 1000000 )) ms, preempted $((n1 - n0)) times; steal on CPU 0 $(( (s1 - s0) * 1000 / $(getconf CLK_TCK) )) ms"
+}
 workloads=(
   "get-P1-50k:-t get -r 1000 -c 50 -P 1 --rate 50000 -n 500000"
   "set-P4-100k:-t set -r 1000 -c 50 -P 4 --rate 100000 -n 1000000"
@@ -29,8 +47,12 @@ for r in $(seq "$ROUNDS"); do
       # A fresh server per run, so the growth workload starts from an empty keyspace.
       if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1 --save ''; port=7481
       else start redis 7482 redis-server --port 7482 --save '' --appendonly no; port=7482; fi
+      pid=$(tail -1 "$tmp/pids")
+      redis-cli -p $port config set latency-monitor-threshold 1 >/dev/null
+      before=$(sched_counters "$pid")
       line=$(target/release/kvbench run -p $port "${args[@]}" --load-cpus 1 2>&1 | grep -A1 'ops/s' | tail -1)
       echo "round $r $name $s: $line"
+      echo "    where the server's time went: $(server_side "$port" "$pid" "$before")"
       echo "$name $s $line" >>"$tmp/res"
       kill "$(tail -1 "$tmp/pids")"; wait "$(tail -1 "$tmp/pids")" 2>/dev/null || true
     done

@@ -620,6 +620,18 @@ impl Db {
         }
     }
 
+    /// Adds a latency monitor sample of work done outside any command (Redis's
+    /// `latencyAddSampleIfNeeded`): kept when `latency-monitor-threshold` is set and `took`
+    /// reaches it.
+    pub fn latency_sample(&mut self, event: &str, took: std::time::Duration) {
+        let limit = self.config.telemetry.monitor_ms;
+        let ms = took.as_millis() as u64;
+        if limit > 0 && ms >= limit {
+            let now_s = self.now / 1000;
+            self.telemetry.latency_event(event, ms, now_s);
+        }
+    }
+
     /// Runs any command by its arguments and returns the decoded reply (RESP2 session on the
     /// embedded client's selected database). Reads the clock first.
     pub fn execute(&mut self, args: &[&[u8]]) -> Reply {

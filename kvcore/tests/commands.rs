@@ -785,3 +785,23 @@ fn a_key_expires_after_its_deadline_not_at_it() {
         ],
     );
 }
+
+/// Work outside commands (a host's expire cycle) reaches LATENCY once it takes at least
+/// `latency-monitor-threshold`, and not below it or with the monitor off.
+#[test]
+fn latency_samples_of_work_outside_commands() {
+    use std::time::Duration;
+    let (mut db, mut s) = setup();
+    db.latency_sample("expire-cycle", Duration::from_millis(50));
+    assert_eq!(run(&mut db, &mut s, "LATENCY LATEST"), "*0\r\n");
+    run(&mut db, &mut s, "CONFIG SET latency-monitor-threshold 10");
+    db.latency_sample("expire-cycle", Duration::from_millis(9));
+    assert_eq!(run(&mut db, &mut s, "LATENCY LATEST"), "*0\r\n");
+    db.latency_sample("expire-cycle", Duration::from_millis(12));
+    let latest = run(&mut db, &mut s, "LATENCY LATEST");
+    assert!(
+        latest.starts_with("*1\r\n*4\r\n$12\r\nexpire-cycle\r\n:")
+            && latest.ends_with(":12\r\n:12\r\n"),
+        "{latest}"
+    );
+}

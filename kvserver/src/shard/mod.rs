@@ -507,7 +507,10 @@ impl Shard {
                 let commands = self.db.borrow().stats.commands;
                 let totals = [commands, self.net.in_bytes.get(), self.net.out_bytes.get()];
                 crate::global::lock(&self.global.rates).publish(self.id, totals);
+                let began = std::time::Instant::now();
                 self.db.borrow_mut().cron(Duration::from_millis(5));
+                let took = began.elapsed();
+                self.db.borrow_mut().latency_sample("expire-cycle", took);
                 self.after_writes();
                 self.flush_changes();
                 self.ticks.set(self.ticks.get() + 1);
@@ -526,6 +529,7 @@ impl Shard {
                     // has run no command for a whole second, everything it freed goes back
                     // (a forced collect: 90 µs on that heap).
                     let (seen, purged) = self.idle_purge.get();
+                    let began = std::time::Instant::now();
                     if commands != seen {
                         crate::alloc::collect();
                         self.idle_purge.set((commands, false));
@@ -533,6 +537,8 @@ impl Shard {
                         crate::alloc::purge();
                         self.idle_purge.set((commands, true));
                     }
+                    let took = began.elapsed();
+                    self.db.borrow_mut().latency_sample("allocator-purge", took);
                 }
                 if self.id == 0 && self.ticks.get() % 10 == 0 {
                     crate::persist::cron(self);
