@@ -235,7 +235,7 @@ impl Writer {
                         items.push(m.to_vec());
                         items.push(score_text(s));
                     });
-                    let lp = Listpack::from_items(items.iter().map(Vec::as_slice));
+                    let lp = <Listpack>::from_items(items.iter().map(Vec::as_slice));
                     self.out.push(TYPE_ZSET_LISTPACK);
                     self.string(lp.as_bytes());
                 }
@@ -257,7 +257,7 @@ impl Writer {
         match h {
             Hash::Pack(lp) => {
                 self.out.push(TYPE_HASH_LISTPACK);
-                self.string(lp.as_bytes());
+                self.string(lp.to_redis().as_bytes());
                 VERSION_BASE
             }
             Hash::Table(_) if !h.has_ttls() => {
@@ -632,7 +632,7 @@ impl<'a> Reader<'a> {
 
 /// The entries of a listpack blob, checked whole.
 fn listpack_items(blob: Vec<u8>) -> Result<Vec<Vec<u8>>> {
-    let Some(lp) = Listpack::from_blob(blob.into_boxed_slice()) else {
+    let Some(lp) = <Listpack>::from_blob(blob.into_boxed_slice()) else {
         return bad("bad listpack");
     };
     Ok(lp.iter().map(|e| e.to_vec()).collect())

@@ -157,7 +157,7 @@ mod tests {
         assert!(!remove(&mut b, 5));
         assert_eq!(len(&b), 3);
         assert!(is_intset(&b));
-        assert!(!is_intset(crate::listpack::Listpack::new().as_bytes()));
+        assert!(!is_intset(<crate::listpack::Listpack>::new().as_bytes()));
     }
 
     proptest! {
