@@ -5,14 +5,17 @@
 //! - the input as operations (push at either end, insert, replace, delete) applied to a
 //!   listpack and to a `VecDeque`, compared after every step, and the result's bytes accepted
 //!   by `from_blob`.
+//!
+//! Both forms are checked: Redis's and the forward-only one (no backlens), and each converts
+//! to the other with the same entries (to Redis's exact bytes).
 
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
 
-use kvcore::listpack::Listpack;
+use kvcore::listpack::{ForwardListpack, Listpack};
 
-fn strings(lp: &Listpack) -> Vec<Vec<u8>> {
+fn strings<const B: bool>(lp: &Listpack<B>) -> Vec<Vec<u8>> {
     lp.iter().map(|e| e.to_vec()).collect()
 }
 
@@ -22,11 +25,22 @@ pub fn check(data: &[u8]) {
     check_ops(data);
 }
 
-/// `data` as a listpack blob.
+/// `data` as a listpack blob of either form.
 pub fn check_blob(data: &[u8]) {
-    let Some(lp) = Listpack::from_blob(data.into()) else {
-        return;
-    };
+    if let Some(lp) = <Listpack>::from_blob(data.into()) {
+        let fwd = read_back::<true>(&lp);
+        assert_eq!(strings(&lp.forward_only()), fwd);
+    }
+    if let Some(lp) = ForwardListpack::from_blob(data.into()) {
+        let fwd = read_back::<false>(&lp);
+        let redis = lp.to_redis();
+        assert_eq!(strings(&redis), fwd);
+        assert!(<Listpack>::from_blob(redis.as_bytes().into()).is_some());
+    }
+}
+
+/// Reads an accepted blob forward, backward and by index, and returns its entries.
+fn read_back<const B: bool>(lp: &Listpack<B>) -> Vec<Vec<u8>> {
     let fwd = strings(&lp);
     assert_eq!(fwd.len(), lp.len());
     let mut back: Vec<Vec<u8>> = lp.iter().rev().map(|e| e.to_vec()).collect();
@@ -37,8 +51,9 @@ pub fn check_blob(data: &[u8]) {
         assert_eq!(&lp.get(p).to_vec(), v);
     }
     // Re-encoding the same strings gives a listpack with the same entries.
-    let again = Listpack::from_items(fwd.iter().map(Vec::as_slice));
+    let again = Listpack::<B>::from_items(fwd.iter().map(Vec::as_slice));
     assert_eq!(strings(&again), fwd);
+    fwd
 }
 
 /// A small value derived from the input: integers of every width and strings of a few sizes.
@@ -55,9 +70,17 @@ fn value(b: u8, i: usize) -> Vec<u8> {
     }
 }
 
-/// `data` as operations.
+/// `data` as operations, on both forms: the same entries, and the forward-only form converts
+/// to exactly the bytes of Redis's.
 pub fn check_ops(data: &[u8]) {
-    let mut lp = Listpack::new();
+    let (redis, forward) = (ops::<true>(data), ops::<false>(data));
+    assert_eq!(forward.to_redis().as_bytes(), redis.as_bytes());
+    assert_eq!(redis.forward_only().as_bytes(), forward.as_bytes());
+}
+
+/// `data` as operations on one form, checked against a `VecDeque`; returns the listpack.
+fn ops<const B: bool>(data: &[u8]) -> Listpack<B> {
+    let mut lp = Listpack::<B>::new();
     let mut model: VecDeque<Vec<u8>> = VecDeque::new();
     for (i, pair) in data.chunks(2).enumerate() {
         let (op, arg) = (pair[0], pair.get(1).copied().unwrap_or(0));
@@ -99,6 +122,7 @@ pub fn check_ops(data: &[u8]) {
         assert_eq!(lp.len(), model.len());
     }
     assert_eq!(strings(&lp), model.iter().cloned().collect::<Vec<_>>());
-    let again = Listpack::from_blob(lp.as_bytes().into()).expect("our bytes are well formed");
+    let again = Listpack::<B>::from_blob(lp.as_bytes().into()).expect("our bytes are well formed");
     assert_eq!(strings(&again), strings(&lp));
+    lp
 }
