@@ -682,3 +682,29 @@ proptest! {
         }
     }
 }
+
+/// A finished rehash hands an emptied bucket array of at least `RETIRE_BYTES` to the retire
+/// function (the keyspace's lazyfree thread) and drops smaller ones in place; no entry is lost.
+#[test]
+fn big_emptied_tables_go_to_the_retire_function() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static RETIRED: AtomicUsize = AtomicUsize::new(0);
+    fn count(t: Vec<Option<Node>>) {
+        assert!(t.is_empty());
+        assert!(t.capacity() * std::mem::size_of::<Option<Node>>() >= RETIRE_BYTES);
+        RETIRED.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut d: Dict<Node> = Dict::with_seed(7);
+    d.set_retire(count);
+    let buckets = RETIRE_BYTES / std::mem::size_of::<Option<Node>>();
+    let n = 2 * buckets as u64 + 1;
+    for i in 0..n {
+        d.insert_new(node(k(i), i));
+    }
+    while d.rehash_step(1000) {}
+    // Growth from `buckets` to `2 * buckets` and on to `4 * buckets`: the arrays of `buckets`
+    // and `2 * buckets` were retired, every smaller one dropped.
+    assert_eq!(RETIRED.load(Ordering::Relaxed), 2);
+    assert_eq!(d.len() as u64, n);
+    assert!((0..n).all(|i| d.get(&k(i)).is_some()));
+}

@@ -61,11 +61,19 @@ pub enum Hash {
 }
 
 /// The large encoding.
-#[derive(Default)]
 pub struct HashTable {
     dict: Dict<Thin<Box<[u8]>>>,
     /// `(deadline, field)` of every field that has a deadline.
     ttl: BTreeSet<(u64, Box<[u8]>)>,
+}
+
+impl Default for HashTable {
+    fn default() -> Self {
+        HashTable {
+            dict: crate::dict::retiring(Dict::new()),
+            ttl: BTreeSet::new(),
+        }
+    }
 }
 
 /// Set once any field of any hash in the process gets a deadline: until then no hash can

@@ -14,7 +14,7 @@
 mod node;
 mod snap;
 
-use crate::dict::{Dict, Link, REHASH_MOVES};
+use crate::dict::{retiring, Dict, Link, REHASH_MOVES};
 use crate::value::Value;
 use node::Node;
 pub(crate) use node::Thin;
@@ -104,8 +104,8 @@ impl Keyspace {
     /// An empty database.
     pub fn new() -> Self {
         Keyspace {
-            main: Dict::new(),
-            expires: Dict::new(),
+            main: retiring(Dict::new()),
+            expires: retiring(Dict::new()),
             expire_cursor: 0,
             expired_keys: 0,
             log_mask: 0,
@@ -134,7 +134,7 @@ impl Keyspace {
     /// grows as usual.
     pub fn reserve(&mut self, n: usize) {
         if self.main.is_empty() && n > 0 {
-            self.main = Dict::with_capacity(n);
+            self.main = retiring(Dict::with_capacity(n));
         }
     }
 

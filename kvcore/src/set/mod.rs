@@ -60,9 +60,16 @@ pub enum Set {
 }
 
 /// The large encoding.
-#[derive(Default)]
 pub struct SetTable {
     dict: Dict<Thin<()>>,
+}
+
+impl Default for SetTable {
+    fn default() -> Self {
+        SetTable {
+            dict: crate::dict::retiring(Dict::new()),
+        }
+    }
 }
 
 impl Clone for SetTable {
