@@ -41,7 +41,7 @@ pub fn check_blob(data: &[u8]) {
 
 /// Reads an accepted blob forward, backward and by index, and returns its entries.
 fn read_back<const B: bool>(lp: &Listpack<B>) -> Vec<Vec<u8>> {
-    let fwd = strings(&lp);
+    let fwd = strings(lp);
     assert_eq!(fwd.len(), lp.len());
     let mut back: Vec<Vec<u8>> = lp.iter().rev().map(|e| e.to_vec()).collect();
     back.reverse();
