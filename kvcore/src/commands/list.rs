@@ -136,6 +136,17 @@ fn removed(db: &mut Db, dbi: usize, key: &[u8], event: &'static str) {
     db.signal_modified(dbi, key);
 }
 
+/// [`removed`] for a caller that knows whether the list is now empty (no second lookup of a
+/// list that is not).
+fn removed_known(db: &mut Db, dbi: usize, key: &[u8], event: &'static str, emptied: bool) {
+    if emptied {
+        removed(db, dbi, key, event);
+    } else {
+        db.notify(class::LIST, event, dbi, key);
+        db.signal_modified(dbi, key);
+    }
+}
+
 fn pop_event(left: bool) -> &'static str {
     if left {
         "lpop"
@@ -264,8 +275,9 @@ impl Db {
             return Ok(0);
         };
         let n = l.pop_each(limits, left, count, f);
+        let emptied = l.is_empty();
         if n > 0 {
-            removed(self, dbi, key, pop_event(left));
+            removed_known(self, dbi, key, pop_event(left), emptied);
         }
         Ok(n)
     }
@@ -346,20 +358,25 @@ fn pop(c: &mut Ctx<'_>, a: &[&[u8]], left: bool) {
         },
     };
     let dbi = c.session.db;
-    let len = match get_list(c.db, dbi, a[1]) {
+    let limits = limits(c.db);
+    // One lookup: the elements are written into the reply as they come off the list, and the
+    // key is looked up again only to delete a list the pop emptied.
+    let l = match get_list_mut(c.db, dbi, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),
         Ok(None) if count.is_some() => return c.out.null_array(),
         Ok(None) => return c.out.null(),
-        Ok(Some(l)) => l.len(),
+        Ok(Some(l)) => l,
     };
     // The list is there (and never empty), so exactly `n` elements come out.
-    let n = count.unwrap_or(1).min(len);
+    let n = count.unwrap_or(1).min(l.len());
     if count.is_some() {
         c.out.array_len(n);
     }
     let out = &mut c.out;
-    if let Err(e) = c.db.list_pop_each(dbi, a[1], left, n, |v| out.bulk(v)) {
-        reply_err(&mut c.out, e);
+    let popped = l.pop_each(limits, left, n, |v| out.bulk(v));
+    let emptied = l.is_empty();
+    if popped > 0 {
+        removed_known(c.db, dbi, a[1], pop_event(left), emptied);
     }
 }
 
