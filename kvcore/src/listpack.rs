@@ -670,29 +670,24 @@ impl<const BACK: bool> Listpack<BACK> {
 impl<const BACK: bool> Listpack<BACK> {
     /// The same entries, byte for byte, in the other form (`B`): backlens added or dropped.
     fn reform<const B: bool>(&self) -> Listpack<B> {
-        let mut spans = smallvec::SmallVec::<[(usize, usize); 32]>::new();
-        let mut total = HEADER + 1;
+        let mut buf = Vec::with_capacity(self.buf.len());
+        buf.extend_from_slice(&self.buf[..HEADER]);
         let mut p = HEADER;
-        while let Some((_, l)) = (self.buf.get(p) != Some(&EOF))
-            .then(|| decode(&self.buf, p))
-            .flatten()
-        {
-            spans.push((p, l));
-            total += whole(l, B);
+        while self.buf.get(p) != Some(&EOF) {
+            let Some((_, l)) = decode(&self.buf, p) else {
+                break;
+            };
+            buf.extend_from_slice(&self.buf[p..p + l]);
+            if B {
+                let mut back = [0u8; 5];
+                let n = write_backlen(&mut back, l);
+                buf.extend_from_slice(&back[..n]);
+            }
             p += whole(l, BACK);
         }
-        let mut buf = vec![0u8; total];
-        buf[..HEADER].copy_from_slice(&self.buf[..HEADER]);
-        buf[..4].copy_from_slice(&(total as u32).to_le_bytes());
-        let mut w = HEADER;
-        for (p, l) in spans {
-            buf[w..w + l].copy_from_slice(&self.buf[p..p + l]);
-            w += l;
-            if B {
-                w += write_backlen(&mut buf[w..], l);
-            }
-        }
-        buf[w] = EOF;
+        buf.push(EOF);
+        let total = buf.len() as u32;
+        buf[..4].copy_from_slice(&total.to_le_bytes());
         Listpack {
             buf: buf.into_boxed_slice(),
         }

@@ -273,6 +273,15 @@ impl<L: Link> Dict<L> {
         }
     }
 
+    /// Hashes `key` and asks the CPU to start loading its bucket; returns the hash, for
+    /// [`Dict::prefetch_chain`] once the bucket had time to arrive.
+    #[inline]
+    pub fn prefetch_key(&self, key: &[u8]) -> u64 {
+        let h = self.hash(key);
+        self.prefetch_bucket(h);
+        h
+    }
+
     /// Asks the CPU to start loading the first entry of the chain of hash `h`: this reads the
     /// bucket, so call it once [`Dict::prefetch_bucket`] had time to bring it in.
     #[inline]

@@ -231,9 +231,7 @@ impl Hash {
         let Hash::Table(t) = self else {
             return None;
         };
-        let h = t.dict.hash(field);
-        t.dict.prefetch_bucket(h);
-        Some(h)
+        Some(t.dict.prefetch_key(field))
     }
 
     /// Asks the CPU to start loading the first entry of the chain of hash `h` (from

@@ -210,9 +210,7 @@ impl Set {
         let Set::Table(t) = self else {
             return None;
         };
-        let h = t.dict.hash(m);
-        t.dict.prefetch_bucket(h);
-        Some(h)
+        Some(t.dict.prefetch_key(m))
     }
 
     /// [`crate::hash::Hash::prefetch_chain`] for a member.
