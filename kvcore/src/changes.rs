@@ -19,7 +19,7 @@
 
 use crate::commands::CommandSpec;
 use crate::resp::reply::{parse_reply, Value as Reply};
-use crate::value::Value;
+use crate::value::{Stored, Value};
 use crate::Db;
 
 /// A place in a store's change log (see [`Db::log_mark`]).
@@ -371,7 +371,7 @@ const ITEMS_PER_COMMAND: usize = 64;
 /// Appends the commands that recreate `key` holding `v` with `deadline` (an AOF base without
 /// the RDB preamble, as Redis's rewrite writes it): SET, or RPUSH/SADD/HSET/ZADD of up to 64
 /// items each, then HPEXPIREAT for each field with a deadline and PEXPIREAT for the key's.
-pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: &Value, deadline: Option<u64>) {
+pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: Stored<'_>, deadline: Option<u64>) {
     fn batched(out: &mut Vec<u8>, cmd: &[u8], key: &[u8], items: Vec<Vec<u8>>, per: usize) {
         for chunk in items.chunks(ITEMS_PER_COMMAND * per) {
             let mut args: Vec<&[u8]> = Vec::with_capacity(chunk.len() + 2);
@@ -382,7 +382,7 @@ pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: &Value, deadline: Option<u
         }
     }
     match v {
-        Value::List(l) => {
+        Stored::Value(Value::List(l)) => {
             batched(
                 out,
                 b"RPUSH",
@@ -391,12 +391,12 @@ pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: &Value, deadline: Option<u
                 1,
             );
         }
-        Value::Set(s) => {
+        Stored::Value(Value::Set(s)) => {
             let mut members = Vec::with_capacity(s.len());
             s.for_each(|m| members.push(m.to_vec()));
             batched(out, b"SADD", key, members, 1);
         }
-        Value::ZSet(z) => {
+        Stored::Value(Value::ZSet(z)) => {
             let mut items = Vec::with_capacity(2 * z.len());
             z.range(0, z.len(), false, |m, s| {
                 // Rust's shortest form reads back as the same double.
@@ -405,7 +405,7 @@ pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: &Value, deadline: Option<u
             });
             batched(out, b"ZADD", key, items, 2);
         }
-        Value::Hash(h) => {
+        Stored::Value(Value::Hash(h)) => {
             let mut items = Vec::with_capacity(2 * h.len());
             let mut deadlines = Vec::new();
             h.for_each(|f, v| {

@@ -30,6 +30,17 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
+/// The integer a string stored under a key is kept as (the `int` encoding): at most 20 bytes
+/// that [`parse_i64`] accepts.
+#[inline]
+pub fn canonical_int(s: &[u8]) -> Option<i64> {
+    if s.len() <= 20 {
+        parse_i64(s)
+    } else {
+        None
+    }
+}
+
 /// Parses a non-negative integer that must fit in `u64` (strict, like [`parse_i64`]).
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
     match s {

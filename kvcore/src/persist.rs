@@ -66,7 +66,7 @@ impl Db {
                     if node.expired(now) {
                         continue;
                     }
-                    let v = rdb::key_record(&mut w, node.key(), &node.value, deadline);
+                    let v = rdb::key_record(&mut w, node.key(), node.value(), deadline);
                     part.version = part.version.max(v);
                     part.keys += 1;
                     part.expires += u64::from(deadline.is_some());
@@ -94,7 +94,7 @@ impl Db {
         for (names, ks) in self.hash_ttl_keys.iter().zip(&self.dbs) {
             let field_ttls = names.iter().any(|k| {
                 ks.peek_stored(k)
-                    .is_some_and(|n| matches!(&n.value, Value::Hash(h) if h.has_ttls()))
+                    .is_some_and(|n| matches!(n.obj(), Some(Value::Hash(h)) if h.has_ttls()))
             });
             if field_ttls {
                 version = rdb::VERSION_FIELD_TTL;
@@ -378,7 +378,7 @@ mod tests {
         let mut fresh = Db::new();
         cmd(&mut fresh, &["SET", "k1", "changed"]);
         let want = rdb::dump(
-            &fresh.dbs[0].peek_stored(b"k1").unwrap().value,
+            fresh.dbs[0].peek_stored(b"k1").unwrap().value(),
             crate::list::Limits::default(),
         );
         assert_eq!(k1.2, want);

@@ -19,7 +19,7 @@ use crate::hash::Hash;
 use crate::list::List;
 use crate::listpack::Listpack;
 use crate::set::{intset, Set};
-use crate::value::Value;
+use crate::value::{Stored, Value};
 use crate::zset::ZSet;
 
 /// The newest RDB version read (Redis 7.4).
@@ -179,7 +179,15 @@ impl Writer {
     }
 
     /// A value's type byte and body; returns the RDB version it needs.
-    pub fn value(&mut self, v: &Value) -> u16 {
+    pub fn value<'a>(&mut self, v: impl Into<Stored<'a>>) -> u16 {
+        let v = match v.into() {
+            Stored::Str(s) => {
+                self.out.push(TYPE_STRING);
+                self.string(s);
+                return VERSION_BASE;
+            }
+            Stored::Value(v) => v,
+        };
         match v {
             Value::Int(n) => {
                 self.out.push(TYPE_STRING);
@@ -310,7 +318,7 @@ fn score_text(s: f64) -> Vec<u8> {
 }
 
 /// The DUMP payload of a value, whose lists have nodes cut by `list_limits`.
-pub fn dump(v: &Value, list_limits: crate::list::Limits) -> Vec<u8> {
+pub fn dump<'a>(v: impl Into<Stored<'a>>, list_limits: crate::list::Limits) -> Vec<u8> {
     let mut w = Writer::new();
     w.list_limits = list_limits;
     let version = w.value(v);
@@ -322,7 +330,7 @@ pub fn dump(v: &Value, list_limits: crate::list::Limits) -> Vec<u8> {
 
 /// The bytes Redis's `DEBUG OBJECT` reports as `serializedlength`: the value's body without
 /// its type byte.
-pub fn serialized_len(v: &Value, list_limits: crate::list::Limits) -> usize {
+pub fn serialized_len<'a>(v: impl Into<Stored<'a>>, list_limits: crate::list::Limits) -> usize {
     let mut w = Writer::new();
     w.list_limits = list_limits;
     w.value(v);
@@ -733,7 +741,12 @@ const OP_SLOT_INFO: u8 = 244;
 
 /// One key's record of an RDB file: its deadline (if any), type, name and value. Returns the
 /// RDB version the value needs.
-pub fn key_record(w: &mut Writer, key: &[u8], v: &Value, deadline_ms: Option<u64>) -> u16 {
+pub fn key_record<'a>(
+    w: &mut Writer,
+    key: &[u8],
+    v: impl Into<Stored<'a>>,
+    deadline_ms: Option<u64>,
+) -> u16 {
     if let Some(ms) = deadline_ms {
         w.out.push(OP_EXPIRETIME_MS);
         w.millis(ms);

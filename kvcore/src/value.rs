@@ -126,12 +126,10 @@ impl ValueType {
 impl Value {
     /// Builds a string value from bytes, choosing `int` when the bytes are a canonical integer.
     pub fn from_bytes(b: &[u8]) -> Value {
-        if b.len() <= 20 {
-            if let Some(i) = num::parse_i64(b) {
-                return Value::Int(i);
-            }
+        match num::canonical_int(b) {
+            Some(i) => Value::Int(i),
+            None => Value::string(b),
         }
-        Value::string(b)
     }
 
     /// A string value holding exactly these bytes, never the `int` encoding (INCRBYFLOAT).
@@ -217,6 +215,85 @@ impl Value {
             Value::Hash(h) => h.heap_bytes(),
             Value::List(l) => l.heap_bytes(),
             Value::Set(s) => s.heap_bytes(),
+        }
+    }
+}
+
+/// A key's value as the keyspace holds it: a string kept inside the key's own node (see
+/// [`crate::keyspace::KeyNode`]), or a [`Value`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stored<'a> {
+    /// A string created whole, held in the key's node: `embstr` up to [`EMBSTR_MAX`] bytes,
+    /// else `raw`, as [`Value::Str`].
+    Str(&'a [u8]),
+    /// Any other value.
+    Value(&'a Value),
+}
+
+impl<'a> From<&'a Value> for Stored<'a> {
+    fn from(v: &'a Value) -> Self {
+        Stored::Value(v)
+    }
+}
+
+impl<'a> Stored<'a> {
+    /// The [`Value`], unless this is a string held in its node.
+    #[inline]
+    pub fn obj(self) -> Option<&'a Value> {
+        match self {
+            Stored::Value(v) => Some(v),
+            Stored::Str(_) => None,
+        }
+    }
+
+    /// The value's type.
+    pub fn value_type(self) -> ValueType {
+        match self {
+            Stored::Str(_) => ValueType::String,
+            Stored::Value(v) => v.value_type(),
+        }
+    }
+
+    /// The encoding name `OBJECT ENCODING` reports.
+    pub fn encoding(self) -> &'static str {
+        match self {
+            Stored::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
+            Stored::Str(_) => "raw",
+            Stored::Value(v) => v.encoding(),
+        }
+    }
+
+    /// The string bytes of a string value; integers are formatted into `buf`.
+    /// Returns `None` for non-string types.
+    #[inline]
+    pub fn as_str(self, buf: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
+        match self {
+            Stored::Str(b) => Some(b),
+            Stored::Value(v) => v.as_str(buf),
+        }
+    }
+
+    /// The length in bytes of a string value (STRLEN), without formatting integers.
+    pub fn str_len(self) -> Option<usize> {
+        match self {
+            Stored::Str(b) => Some(b.len()),
+            Stored::Value(v) => v.str_len(),
+        }
+    }
+
+    /// Heap bytes owned by the value outside the key's node.
+    pub fn heap_bytes(self) -> usize {
+        match self {
+            Stored::Str(_) => 0,
+            Stored::Value(v) => v.heap_bytes(),
+        }
+    }
+
+    /// An owned copy (a string held in its node becomes a [`Value::string`]).
+    pub fn to_value(self) -> Value {
+        match self {
+            Stored::Str(b) => Value::string(b),
+            Stored::Value(v) => v.clone(),
         }
     }
 }

@@ -198,7 +198,7 @@ fn getbit(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return c.db.key_miss(dbi, a[1]);
     };
     let mut buf = itoa::Buffer::new();
-    let Some(s) = n.value.as_str(&mut buf) else {
+    let Some(s) = n.value().as_str(&mut buf) else {
         return reply_err(&mut c.out, OpError::WrongType);
     };
     let byte = (offset >> 3) as usize;
@@ -286,7 +286,7 @@ fn bitcount(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return c.db.key_miss(dbi, a[1]);
     };
     let mut buf = itoa::Buffer::new();
-    let Some(s) = n.value.as_str(&mut buf) else {
+    let Some(s) = n.value().as_str(&mut buf) else {
         return reply_err(&mut c.out, OpError::WrongType);
     };
     let count = match range {
@@ -337,7 +337,7 @@ fn bitpos(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return c.db.key_miss(dbi, a[1]);
     };
     let mut buf = itoa::Buffer::new();
-    let Some(s) = n.value.as_str(&mut buf) else {
+    let Some(s) = n.value().as_str(&mut buf) else {
         return reply_err(&mut c.out, OpError::WrongType);
     };
     let Some(start) = start else {
@@ -400,7 +400,7 @@ fn bitop(c: &mut Ctx<'_>, a: &[&[u8]]) {
             }
             Some(n) => {
                 let mut buf = itoa::Buffer::new();
-                let Some(s) = n.value.as_str(&mut buf) else {
+                let Some(s) = n.value().as_str(&mut buf) else {
                     return reply_err(&mut c.out, OpError::WrongType);
                 };
                 sources.push(Some(s.to_vec()));
@@ -636,7 +636,7 @@ fn bitfield_generic(c: &mut Ctx<'_>, a: &[&[u8]], ro: bool) {
                 c.db.key_miss(dbi, a[1]);
                 &[]
             }
-            Some(n) => match n.value.as_str(&mut buf) {
+            Some(n) => match n.value().as_str(&mut buf) {
                 Some(s) => s,
                 None => return reply_err(&mut c.out, OpError::WrongType),
             },

@@ -30,7 +30,7 @@ fn dump(c: &mut Ctx<'_>, a: &[&[u8]]) {
     match c.db.dbs[dbi].get(a[1], now) {
         Some(n) => {
             c.db.stats.keyspace_hits += 1;
-            let payload = rdb::dump(&n.value, list_limits);
+            let payload = rdb::dump(n.value(), list_limits);
             c.out.bulk(&payload);
         }
         None => {

@@ -113,8 +113,8 @@ pub(crate) fn get_hash<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<O
     let now = db.now;
     match db.dbs[dbi].get(key, now) {
         None => Ok(None),
-        Some(n) => match &n.value {
-            Value::Hash(h) => Ok(Some(h)),
+        Some(n) => match n.obj() {
+            Some(Value::Hash(h)) => Ok(Some(h)),
             _ => Err(OpError::WrongType),
         },
     }
@@ -163,7 +163,7 @@ impl Db {
             return Ok(0);
         }
         self.notify(class::HASH, "hdel", dbi, key);
-        if matches!(self.dbs[dbi].get(key, now), Some(n) if matches!(&n.value, Value::Hash(h) if h.is_empty()))
+        if matches!(self.dbs[dbi].get(key, now), Some(n) if matches!(n.obj(), Some(Value::Hash(h)) if h.is_empty()))
         {
             self.dbs[dbi].remove(key, now);
             self.notify(class::GENERIC, "del", dbi, key);
@@ -184,7 +184,7 @@ impl Db {
                 purge_fields(self, dbi, &k);
                 let now = self.now;
                 let keep = matches!(
-                    self.dbs[dbi].get(&k, now).map(|n| &n.value),
+                    self.dbs[dbi].get(&k, now).and_then(|n| n.obj()),
                     Some(Value::Hash(h)) if h.has_ttls()
                 );
                 if !keep {

@@ -12,7 +12,7 @@ use crate::error::OpError;
 use crate::events::class;
 use crate::hll::{self, Encoding};
 use crate::keyspace::Ttl;
-use crate::value::Value;
+use crate::value::{Stored, Value};
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
     cmd!("pfadd", -2, WRITE | DENYOOM | FAST, 1, 1, 1, pfadd),
@@ -23,10 +23,10 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
 
 /// A stored value as a HyperLogLog: WRONGTYPE for other types, the HLL error for strings
 /// that are not one.
-fn check(v: &Value) -> Result<Encoding, OpError> {
+fn check(v: Stored<'_>) -> Result<Encoding, OpError> {
     let mut buf = itoa::Buffer::new();
     let s = v.as_str(&mut buf).ok_or(OpError::WrongType)?;
-    if matches!(v, Value::Int(_)) {
+    if matches!(v, Stored::Value(Value::Int(_))) {
         return Err(OpError::NotHll);
     }
     hll::check(s).ok_or(OpError::NotHll)
@@ -34,7 +34,7 @@ fn check(v: &Value) -> Result<Encoding, OpError> {
 
 /// A checked HyperLogLog value turned `raw`, for changing in place.
 fn unshare(v: &mut Value) -> Result<&mut Vec<u8>, OpError> {
-    check(v)?;
+    check(Stored::Value(v))?;
     v.make_raw().ok_or(OpError::WrongType)
 }
 
@@ -89,10 +89,10 @@ fn union(c: &mut Ctx<'_>, keys: &[&[u8]]) -> Result<(Box<[u8; hll::REGISTERS]>, 
             c.db.key_miss(dbi, key);
             continue;
         };
-        let enc = check(&n.value)?;
+        let enc = check(n.value())?;
         any_dense |= enc == Encoding::Dense;
         let mut buf = itoa::Buffer::new();
-        let s = n.value.as_str(&mut buf).unwrap_or_default();
+        let s = n.value().as_str(&mut buf).unwrap_or_default();
         hll::merge_into(&mut max, s).map_err(|_| OpError::CorruptHll)?;
     }
     Ok((max, any_dense))

@@ -208,7 +208,7 @@ impl Db {
             self.key_miss(dbi, from);
             return Ok(false);
         };
-        let value = node.value.clone();
+        let value = node.value().to_value();
         let ttl = node.expire_at().map_or(Ttl::Clear, Ttl::At);
         // Events of the source's database first (the lookups' order).
         self.pull_keyspace_logs();
@@ -267,7 +267,10 @@ impl Db {
     pub fn dump_in(&mut self, dbi: usize, key: &[u8]) -> Option<(crate::value::Value, Ttl)> {
         let now = self.now;
         let n = self.dbs[dbi].get(key, now)?;
-        Some((n.value.clone(), n.expire_at().map_or(Ttl::Clear, Ttl::At)))
+        Some((
+            n.value().to_value(),
+            n.expire_at().map_or(Ttl::Clear, Ttl::At),
+        ))
     }
 
     /// Stores a value taken from another shard, replacing any value the key had: the old
@@ -324,7 +327,7 @@ impl Db {
                     }
                 }
                 if let Some(t) = type_filter {
-                    if t != Some(n.value.value_type()) {
+                    if t != Some(n.value().value_type()) {
                         return;
                     }
                 }
@@ -368,7 +371,7 @@ fn type_(c: &mut Ctx<'_>, a: &[&[u8]]) {
             c.out.simple(b"none");
             c.db.key_miss(c.session.db, a[1]);
         }
-        Some(n) => c.out.simple(n.value.value_type().name().as_bytes()),
+        Some(n) => c.out.simple(n.value().value_type().name().as_bytes()),
     }
 }
 
@@ -676,7 +679,7 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
     };
     let lfu = c.db.config.policy.is_lfu();
     match name {
-        "object|encoding" => c.out.bulk(n.value.encoding().as_bytes()),
+        "object|encoding" => c.out.bulk(n.value().encoding().as_bytes()),
         "object|refcount" => {
             // Redis shares the integers 0..10000 (refcount INT_MAX) unless an LRU/LFU policy
             // needs per-key access data.
@@ -685,7 +688,7 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
                 .config
                 .get("maxmemory-policy")
                 .is_some_and(|p| p.contains("lru") || p.contains("lfu"));
-            let shared = matches!(n.value, Value::Int(0..10_000)) && !lru_lfu;
+            let shared = matches!(n.obj(), Some(Value::Int(0..10_000))) && !lru_lfu;
             c.out.int(if shared { i64::from(i32::MAX) } else { 1 })
         }
         "object|idletime" if !lfu => {

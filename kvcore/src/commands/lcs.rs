@@ -19,7 +19,7 @@ fn string_of(c: &mut Ctx<'_>, key: &[u8]) -> Result<Vec<u8>, ()> {
         }
         Some(n) => {
             let mut buf = itoa::Buffer::new();
-            n.value.as_str(&mut buf).map(<[u8]>::to_vec).ok_or(())
+            n.value().as_str(&mut buf).map(<[u8]>::to_vec).ok_or(())
         }
     }
 }

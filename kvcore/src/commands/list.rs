@@ -97,8 +97,8 @@ pub(crate) fn get_list<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<O
     let now = db.now;
     match db.dbs[dbi].get(key, now) {
         None => Ok(None),
-        Some(n) => match &n.value {
-            Value::List(l) => Ok(Some(l)),
+        Some(n) => match n.obj() {
+            Some(Value::List(l)) => Ok(Some(l)),
             _ => Err(OpError::WrongType),
         },
     }
@@ -118,7 +118,7 @@ fn get_list_mut<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&
 fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) -> bool {
     let now = db.now;
     if let Some(n) = db.dbs[dbi].get(key, now) {
-        if matches!(&n.value, Value::List(l) if l.is_empty()) {
+        if matches!(n.obj(), Some(Value::List(l)) if l.is_empty()) {
             db.dbs[dbi].remove(key, now);
             return true;
         }

@@ -5,7 +5,7 @@ use super::{args, cmd, docs, flags::*, unknown_subcommand, wrong_arity, CommandS
 use crate::config::ConfigError;
 use crate::error::OpError;
 use crate::resp::ReplyWriter;
-use crate::value::Value;
+use crate::value::{Stored, Value};
 use crate::Db;
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
@@ -163,9 +163,9 @@ fn debug_object(c: &mut Ctx<'_>, key: &[u8]) {
     let Some(n) = c.db.dbs[c.session.db].peek_stored(key) else {
         return c.out.error(b"ERR no such key");
     };
-    let shared = matches!(n.value, Value::Int(0..10_000)) && !lru_lfu;
+    let shared = matches!(n.obj(), Some(Value::Int(0..10_000))) && !lru_lfu;
     let mut extra = String::new();
-    if let Value::List(l @ crate::list::List::Quick(_)) = &n.value {
+    if let Some(Value::List(l @ crate::list::List::Quick(_))) = n.obj() {
         let (nodes, bytes) = l.node_stats();
         extra = format!(
             " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:0 ql_uncompressed_size:{bytes}",
@@ -175,10 +175,10 @@ fn debug_object(c: &mut Ctx<'_>, key: &[u8]) {
     }
     let line = format!(
         "Value at:{:p} refcount:{} encoding:{} serializedlength:{} lru:{} lru_seconds_idle:{}{extra}",
-        &n.value,
+        (n as *const crate::keyspace::KeyNode).cast::<u8>(),
         if shared { i32::MAX } else { 1 },
-        n.value.encoding(),
-        crate::rdb::serialized_len(&n.value, list_limits),
+        n.value().encoding(),
+        crate::rdb::serialized_len(n.value(), list_limits),
         n.access(),
         crate::evict::idle_ms(n.access(), now) / 1000,
     );
@@ -193,9 +193,9 @@ fn debug_layout(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let Some(n) = c.db.dbs[c.session.db].get_untouched(a[2], now) else {
         return c.out.error(b"ERR no such key");
     };
-    let v = &n.value;
+    let v = n.value();
     let text = match v {
-        Value::List(l @ crate::list::List::Quick(_)) if quick => {
+        Stored::Value(Value::List(l @ crate::list::List::Quick(_))) if quick => {
             let (nodes, bytes) = l.node_stats();
             format!(
                 "{{quicklist nodes:{nodes} count:{} bytes:{bytes}}}",

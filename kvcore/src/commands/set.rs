@@ -58,8 +58,8 @@ pub(crate) fn get_set<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Op
     let now = db.now;
     match db.dbs[dbi].get(key, now) {
         None => Ok(None),
-        Some(n) => match &n.value {
-            Value::Set(s) => Ok(Some(s)),
+        Some(n) => match n.obj() {
+            Some(Value::Set(s)) => Ok(Some(s)),
             _ => Err(OpError::WrongType),
         },
     }
@@ -78,7 +78,7 @@ fn get_set_mut<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Option<&'
 fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) -> bool {
     let now = db.now;
     if let Some(n) = db.dbs[dbi].get(key, now) {
-        if matches!(&n.value, Value::Set(s) if s.is_empty()) {
+        if matches!(n.obj(), Some(Value::Set(s)) if s.is_empty()) {
             db.dbs[dbi].remove(key, now);
             return true;
         }
@@ -449,7 +449,7 @@ fn sets_of<'a>(db: &'a mut Db, dbi: usize, keys: &[&[u8]]) -> OpResult<Vec<Optio
     for k in keys {
         match db.dbs[dbi].get(k, now) {
             None => db.key_miss(dbi, k),
-            Some(n) if !matches!(n.value, Value::Set(_)) => return Err(OpError::WrongType),
+            Some(n) if !matches!(n.obj(), Some(Value::Set(_))) => return Err(OpError::WrongType),
             Some(_) => {}
         }
     }
@@ -457,8 +457,8 @@ fn sets_of<'a>(db: &'a mut Db, dbi: usize, keys: &[&[u8]]) -> OpResult<Vec<Optio
     keys.iter()
         .map(|k| match ks.peek(k, now) {
             None => Ok(None),
-            Some(n) => match &n.value {
-                Value::Set(s) => Ok(Some(s)),
+            Some(n) => match n.obj() {
+                Some(Value::Set(s)) => Ok(Some(s)),
                 _ => Err(OpError::WrongType),
             },
         })

@@ -21,7 +21,7 @@ use super::strings::reply_err;
 use super::{args, cmd, flags::*, CommandSpec, Ctx};
 use crate::error::OpError;
 use crate::events::class;
-use crate::value::Value;
+use crate::value::{Stored, Value};
 use crate::Db;
 
 pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[
@@ -121,9 +121,9 @@ fn lookup(db: &mut Db, dbi: usize, pattern: &[u8], element: &[u8]) -> Option<Vec
         db.key_miss(dbi, &key);
         return None;
     };
-    match (field, &node.value) {
+    match (field, node.value()) {
         (None, v) => v.as_str(&mut itoa::Buffer::new()).map(<[u8]>::to_vec),
-        (Some(f), Value::Hash(h)) => h.get(&f),
+        (Some(f), Stored::Value(Value::Hash(h))) => h.get(&f),
         (Some(_), _) => None,
     }
 }
@@ -241,10 +241,10 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
             ctx.db.key_miss(dbi, a[1]);
             (Vec::new(), false, true)
         }
-        Some(n) => match elements(&n.value) {
+        Some(n) => match n.obj().and_then(elements) {
             None => return reply_err(&mut ctx.out, OpError::WrongType),
             Some(items) => {
-                let set = matches!(n.value, Value::Set(_));
+                let set = matches!(n.obj(), Some(Value::Set(_)));
                 (items, set, !set)
             }
         },

@@ -9,7 +9,7 @@ use crate::events::class;
 use crate::keyspace::Ttl;
 use crate::resp::long_double::{LongDouble, Operand};
 use crate::resp::ReplyWriter;
-use crate::value::Value;
+use crate::value::{Stored, Value};
 use crate::Db;
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
@@ -90,7 +90,7 @@ pub struct SetOutcome {
     pub old: Option<Vec<u8>>,
 }
 
-fn string_bytes(v: &Value) -> OpResult<Vec<u8>> {
+fn string_bytes(v: Stored<'_>) -> OpResult<Vec<u8>> {
     let mut b = itoa::Buffer::new();
     v.as_str(&mut b)
         .map(<[u8]>::to_vec)
@@ -115,7 +115,7 @@ impl Db {
                 (false, None)
             }
             None => (false, None),
-            Some(n) if opt.get => (true, Some(string_bytes(&n.value)?)),
+            Some(n) if opt.get => (true, Some(string_bytes(n.value())?)),
             Some(_) => (true, None),
         };
         let allowed = match opt.condition {
@@ -126,7 +126,7 @@ impl Db {
         if allowed {
             // A deadline already past is stored as it is (the key expires on its next
             // lookup), as Redis does.
-            self.dbs[dbi].set(key, Value::from_bytes(value), opt.ttl, now);
+            self.dbs[dbi].set_str(key, value, opt.ttl, now);
             self.signal_modified(dbi, key);
             self.notify(class::STRING, "set", dbi, key);
             if let Ttl::At(_) = opt.ttl {
@@ -155,7 +155,7 @@ impl Db {
         let now = self.now;
         match self.dbs[dbi].get(key, now) {
             None => Ok(None),
-            Some(n) => string_bytes(&n.value).map(Some),
+            Some(n) => string_bytes(n.value()).map(Some),
         }
     }
 
@@ -240,7 +240,7 @@ impl Db {
             None => Operand::Finite(LongDouble::ZERO),
             Some(n) => {
                 let mut b = itoa::Buffer::new();
-                let s = n.value.as_str(&mut b).ok_or(OpError::WrongType)?;
+                let s = n.value().as_str(&mut b).ok_or(OpError::WrongType)?;
                 LongDouble::parse(s).ok_or(OpError::NotFloat)?
             }
         };
@@ -297,7 +297,7 @@ impl Db {
         let ks = &mut self.dbs[dbi];
         let cur_len = match ks.get(key, now) {
             None => None,
-            Some(n) => Some(n.value.str_len().ok_or(OpError::WrongType)?),
+            Some(n) => Some(n.value().str_len().ok_or(OpError::WrongType)?),
         };
         if bytes.is_empty() {
             return Ok(cur_len.unwrap_or(0));
@@ -337,12 +337,13 @@ pub(crate) fn reply_err(w: &mut ReplyWriter<'_>, e: OpError) {
 }
 
 /// Writes a string value as a bulk reply, or returns WRONGTYPE.
-fn write_value(w: &mut ReplyWriter<'_>, v: &Value) -> OpResult<()> {
+fn write_value(w: &mut ReplyWriter<'_>, v: Stored<'_>) -> OpResult<()> {
     match v {
-        Value::Int(i) => w.bulk_int(*i),
-        Value::Inline(b) => w.bulk(b),
-        Value::Str(b) => w.bulk(b),
-        Value::Raw(b) => w.bulk(b),
+        Stored::Str(b) => w.bulk(b),
+        Stored::Value(Value::Int(i)) => w.bulk_int(*i),
+        Stored::Value(Value::Inline(b)) => w.bulk(b),
+        Stored::Value(Value::Str(b)) => w.bulk(b),
+        Stored::Value(Value::Raw(b)) => w.bulk(b),
         _ => return Err(OpError::WrongType),
     }
     Ok(())
@@ -359,7 +360,7 @@ fn get(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
         Some(n) => {
             c.db.stats.keyspace_hits += 1;
-            if let Err(e) = write_value(&mut c.out, &n.value) {
+            if let Err(e) = write_value(&mut c.out, n.value()) {
                 reply_err(&mut c.out, e);
             }
         }
@@ -552,7 +553,7 @@ fn getdel(c: &mut Ctx<'_>, a: &[&[u8]]) {
             c.db.key_miss(dbi, a[1]);
         }
         Some(n) => {
-            if let Err(e) = write_value(&mut c.out, &n.value) {
+            if let Err(e) = write_value(&mut c.out, n.value()) {
                 return reply_err(&mut c.out, e);
             }
             ks.remove(a[1], now);
@@ -574,7 +575,7 @@ fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
         c.out.null();
         return c.db.key_miss(dbi, a[1]);
     };
-    if n.value.str_len().is_none() {
+    if n.value().str_len().is_none() {
         return reply_err(&mut c.out, OpError::WrongType);
     }
     let n_had_ttl = n.expire_at().is_some();
@@ -588,7 +589,7 @@ fn getex(c: &mut Ctx<'_>, a: &[&[u8]]) {
         None if ext.persist => Some(None),
         None => None,
     };
-    if let Err(e) = write_value(&mut c.out, &n.value) {
+    if let Err(e) = write_value(&mut c.out, n.value()) {
         return reply_err(&mut c.out, e);
     }
     match change {
@@ -615,7 +616,7 @@ fn mget(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let dbi = c.session.db;
     for key in &a[1..] {
         match c.db.dbs[dbi].get(key, now) {
-            Some(n) if write_value(&mut c.out, &n.value).is_ok() => c.db.stats.keyspace_hits += 1,
+            Some(n) if write_value(&mut c.out, n.value()).is_ok() => c.db.stats.keyspace_hits += 1,
             Some(_) => c.out.null(),
             None => {
                 c.db.stats.keyspace_misses += 1;
@@ -633,7 +634,7 @@ fn mset(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let now = c.db.now;
     let dbi = c.session.db;
     for kv in a[1..].chunks_exact(2) {
-        c.db.dbs[dbi].set(kv[0], Value::from_bytes(kv[1]), Ttl::Clear, now);
+        c.db.dbs[dbi].set_str(kv[0], kv[1], Ttl::Clear, now);
         c.db.modified(class::STRING, "set", dbi, kv[0]);
     }
     c.out.ok();
@@ -650,7 +651,7 @@ fn msetnx(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return c.out.int(0);
     }
     for kv in a[1..].chunks_exact(2) {
-        c.db.dbs[dbi].set(kv[0], Value::from_bytes(kv[1]), Ttl::Clear, now);
+        c.db.dbs[dbi].set_str(kv[0], kv[1], Ttl::Clear, now);
         c.db.modified(class::STRING, "set", dbi, kv[0]);
     }
     c.out.int(1);
@@ -671,7 +672,7 @@ fn strlen(c: &mut Ctx<'_>, a: &[&[u8]]) {
             c.out.int(0);
             c.db.key_miss(dbi, a[1]);
         }
-        Some(n) => match n.value.str_len() {
+        Some(n) => match n.value().str_len() {
             Some(l) => c.out.int(l as i64),
             None => reply_err(&mut c.out, OpError::WrongType),
         },
@@ -690,7 +691,7 @@ fn getrange(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return c.db.key_miss(dbi, a[1]);
     };
     let mut buf = itoa::Buffer::new();
-    let Some(s) = n.value.as_str(&mut buf) else {
+    let Some(s) = n.value().as_str(&mut buf) else {
         return reply_err(&mut c.out, OpError::WrongType);
     };
     let len = s.len() as i64;

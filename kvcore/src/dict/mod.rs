@@ -349,6 +349,18 @@ impl<L: Link> Dict<L> {
         key: &[u8],
         evict: impl FnOnce(&L) -> bool,
     ) -> Result<&mut L, Option<L>> {
+        self.get_or_evict_reformed(key, evict, |_| false, |e| e)
+    }
+
+    /// [`Dict::get_or_evict`], and an entry kept for which `reform` holds is first replaced
+    /// by `f(entry)` in its chain position, as [`Dict::replace_with`] does, in the same walk.
+    pub fn get_or_evict_reformed(
+        &mut self,
+        key: &[u8],
+        evict: impl FnOnce(&L) -> bool,
+        reform: impl FnOnce(&L) -> bool,
+        f: impl FnOnce(L) -> L,
+    ) -> Result<&mut L, Option<L>> {
         let h = self.hash(key);
         let Some(slot) = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key) else {
             return Err(None);
@@ -358,6 +370,15 @@ impl<L: Link> Dict<L> {
                 *slot = e.next_mut().take();
                 self.len -= 1;
                 return Err(Some(e));
+            }
+        }
+        if slot.as_ref().is_some_and(reform) {
+            if let Some(mut old) = slot.take() {
+                let next = old.next_mut().take();
+                let mut new = f(old);
+                debug_assert!(new.key() == key, "reform changed the key");
+                *new.next_mut() = next;
+                *slot = Some(new);
             }
         }
         slot.as_mut().ok_or(None)

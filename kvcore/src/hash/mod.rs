@@ -90,7 +90,7 @@ impl Clone for HashTable {
         let mut t = HashTable::default();
         for e in self.dict.iter() {
             let at = e.expire_at().unwrap_or(0);
-            t.dict.insert_new(Thin::new(e.key(), e.value.clone(), at));
+            t.dict.insert_new(Thin::new(e.key(), e.value().clone(), at));
         }
         t.ttl = self.ttl.clone();
         t
@@ -100,10 +100,12 @@ impl Clone for HashTable {
 impl PartialEq for HashTable {
     fn eq(&self, other: &Self) -> bool {
         self.dict.len() == other.dict.len()
-            && self
-                .dict
-                .iter()
-                .all(|e| other.dict.get(e.key()).is_some_and(|o| o.value == e.value))
+            && self.dict.iter().all(|e| {
+                other
+                    .dict
+                    .get(e.key())
+                    .is_some_and(|o| o.value() == e.value())
+            })
     }
 }
 
@@ -113,7 +115,7 @@ impl std::fmt::Debug for HashTable {
             .entries(self.dict.iter().map(|e| {
                 (
                     String::from_utf8_lossy(e.key()).into_owned(),
-                    String::from_utf8_lossy(&e.value).into_owned(),
+                    String::from_utf8_lossy(e.value()).into_owned(),
                 )
             }))
             .finish()
@@ -207,7 +209,7 @@ impl Hash {
                     + t.dict.table_bytes()
                     + t.dict
                         .iter()
-                        .map(|e| 32 + e.key().len() + e.value.len())
+                        .map(|e| 32 + e.key().len() + e.value().len())
                         .sum::<usize>()
             }
         }
@@ -221,7 +223,7 @@ impl Hash {
                 let mut buf = itoa::Buffer::new();
                 Some(f(lp.get(p).bytes(&mut buf)))
             }
-            Hash::Table(t) => t.dict.get(field).map(|e| f(&e.value)),
+            Hash::Table(t) => t.dict.get(field).map(|e| f(e.value())),
         }
     }
 
@@ -289,7 +291,7 @@ impl Hash {
             }
             Hash::Table(t) => {
                 if let Some(e) = t.dict.get_mut(field) {
-                    e.value = value.into();
+                    *e.value_mut() = value.into();
                     // Overwriting a field clears its deadline.
                     if e.expire_at().is_some() {
                         t.set_deadline(field, 0);
@@ -411,7 +413,7 @@ impl Hash {
             }
             Hash::Table(t) => {
                 for e in t.dict.iter() {
-                    f(e.key(), &e.value);
+                    f(e.key(), e.value());
                 }
             }
         }
@@ -440,7 +442,7 @@ impl Hash {
             Hash::Table(t) => t
                 .dict
                 .random(r)
-                .map(|e| (e.key().to_vec(), e.value.to_vec())),
+                .map(|e| (e.key().to_vec(), e.value().to_vec())),
         }
     }
 
@@ -458,7 +460,7 @@ impl Hash {
                 loop {
                     c = t.dict.scan(c, |e| {
                         seen += 1;
-                        f(e.key(), &e.value);
+                        f(e.key(), e.value());
                     });
                     if c == 0 || seen >= count {
                         return c;

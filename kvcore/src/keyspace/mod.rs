@@ -15,10 +15,10 @@ mod node;
 mod snap;
 
 use crate::dict::{retiring, Dict, Link, REHASH_MOVES};
-use crate::value::Value;
-use node::Node;
+use crate::value::{Stored, Value};
 pub(crate) use node::Thin;
-pub use node::{KeyNode, Packed, ACCESS_MAX};
+pub use node::{KeyNode, Packed, Plain, ACCESS_MAX, EMB_STR_MAX};
+use node::{NewValue, Node};
 pub(crate) use snap::Snap;
 
 use crate::evict::AccessMode;
@@ -47,6 +47,15 @@ pub struct ExpireRun {
 pub const LOG_EXPIRED: u8 = 1;
 /// [`Keyspace::log_mask`] bit: log keys created.
 pub const LOG_NEW: u8 = 2;
+
+/// Whether a node would hold `v` itself (a string created whole, short enough).
+fn embeddable(v: &Value) -> bool {
+    match v {
+        Value::Inline(_) => true,
+        Value::Str(s) => s.len() <= EMB_STR_MAX,
+        _ => false,
+    }
+}
 
 /// Keys sampled per active-expire round (Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP).
 pub const EXPIRE_SAMPLE: usize = 20;
@@ -147,7 +156,7 @@ impl Keyspace {
     /// no rehash step.
     #[inline]
     fn live(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
-        self.live_with(key, now, !self.no_touch, false)
+        self.live_with(key, now, !self.no_touch, false, false)
     }
 
     /// Asks the CPU to start loading what looking up these keys will read (their buckets, then
@@ -176,7 +185,7 @@ impl Keyspace {
             let value = match last {
                 Some((k, v)) if k == key => v,
                 _ => {
-                    let v = self.main.get(key).map(|n| &n.value);
+                    let v = self.main.get(key).and_then(|n| n.obj());
                     last = Some((key, v));
                     v
                 }
@@ -203,12 +212,20 @@ impl Keyspace {
     /// not written it yet writes its old value first.
     #[inline]
     fn live_w(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
-        self.live_with(key, now, !self.no_touch, true)
+        self.live_with(key, now, !self.no_touch, true, false)
     }
 
-    /// [`Keyspace::live`], recording the access in the node when `touch`, and (`write`)
-    /// letting a running snapshot write the old value.
-    fn live_with(&mut self, key: &[u8], now: u64, touch: bool, write: bool) -> Option<&mut Node> {
+    /// [`Keyspace::live`], recording the access in the node when `touch`, (`write`) letting
+    /// a running snapshot write the old value, and (`unembed`) turning a string held in its
+    /// node into a [`Value`] (for a change in place).
+    fn live_with(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        touch: bool,
+        write: bool,
+        unembed: bool,
+    ) -> Option<&mut Node> {
         self.seen_now = now;
         let mut dead_at = now;
         if self.replica_view != ReplicaView::Own {
@@ -218,7 +235,13 @@ impl Keyspace {
                 return None;
             }
         }
-        match self.main.get_or_evict(key, |n| n.expired(dead_at)) {
+        let found = self.main.get_or_evict_reformed(
+            key,
+            |n| n.expired(dead_at),
+            |n| unembed && n.holds_string(),
+            Node::unembedded,
+        );
+        match found {
             Ok(n) => {
                 if write {
                     if let Some(s) = self.snap.as_deref_mut() {
@@ -278,7 +301,7 @@ impl Keyspace {
     /// The live node of `key` without recording an access (Redis's LOOKUP_NOTOUCH: TYPE,
     /// EXISTS, TTL, OBJECT).
     pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        self.live_with(key, now, false, false).map(|n| &**n)
+        self.live_with(key, now, false, false, false).map(|n| &**n)
     }
 
     /// Whether `key` is stored, live or past its deadline (Redis's `dbFind`).
@@ -296,10 +319,12 @@ impl Keyspace {
         self.main.get(key).map(|b| &**b).filter(|n| !n.expired(now))
     }
 
-    /// The live value of `key`, mutable.
+    /// The live value of `key`, mutable. A string held in its node is moved into a [`Value`]
+    /// first (as Redis turns an `embstr` into a `raw` string to change it).
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         self.main.rehash_step(REHASH_MOVES);
-        self.live_w(key, now).map(|n| &mut n.value)
+        self.live_with(key, now, !self.no_touch, true, true)
+            .and_then(|n| n.obj_mut())
     }
 
     /// Whether `key` exists and is live.
@@ -309,6 +334,17 @@ impl Keyspace {
 
     /// Stores `value` under `key`, replacing any old value, with the deadline `ttl` says.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) {
+        self.put(key, NewValue::Value(value), ttl, now);
+    }
+
+    /// Stores the string `s` under `key` (`int` when canonical, as [`Value::from_bytes`]
+    /// decides), replacing any old value, with the deadline `ttl` says. Builds no `Value` for
+    /// a string its node can hold, and overwrites one of the same length in place.
+    pub fn set_str(&mut self, key: &[u8], s: &[u8], ttl: Ttl, now: u64) {
+        self.put(key, NewValue::Bytes(s), ttl, now);
+    }
+
+    fn put(&mut self, key: &[u8], value: NewValue<'_>, ttl: Ttl, now: u64) {
         let Some(node) = self.live_w(key, now) else {
             let at = match ttl {
                 Ttl::At(t) => t,
@@ -317,23 +353,38 @@ impl Keyspace {
             self.insert_new(key, value, at, now);
             return;
         };
-        node.value = value;
         let old = node.deadline();
         let new = match ttl {
             Ttl::Clear => 0,
             Ttl::Keep => old,
             Ttl::At(t) => t,
         };
-        if new != old {
-            if !node.try_set_deadline(new) {
-                self.add_deadline_slot(key, new);
+        // In place when the node's form fits the new value (and its deadline); else a new
+        // block in the same chain position.
+        let placed = match &value {
+            NewValue::Bytes(s) => match node.embedded_mut(s.len()) {
+                Some(b) if crate::num::canonical_int(s).is_none() => {
+                    b.copy_from_slice(s);
+                    true
+                }
+                _ => false,
+            },
+            NewValue::Value(v) => !node.holds_string() && !embeddable(v),
+        };
+        if placed && node.try_set_deadline(new) {
+            if let (NewValue::Value(v), Some(slot)) = (value, node.obj_mut()) {
+                *slot = v;
             }
+        } else {
+            self.main.replace_with(key, |n| n.remade(key, value, new));
+        }
+        if new != old {
             self.sync_expire(key, old, new);
         }
         self.main.rehash_step(REHASH_MOVES);
     }
 
-    fn insert_new(&mut self, key: &[u8], value: Value, at: u64, now: u64) {
+    fn insert_new(&mut self, key: &[u8], value: NewValue<'_>, at: u64, now: u64) {
         if self.replica_view == ReplicaView::Hide {
             // A writable replica's client found the key absent because it is past its
             // deadline, but it is still stored: the write replaces it (Redis deletes an
@@ -347,7 +398,10 @@ impl Keyspace {
             self.expires.insert(Thin::new(key, (), 0));
         }
         let access = self.access.initial(now);
-        let mut node = Node::with_access(key, value, at, access);
+        let mut node = match value {
+            NewValue::Bytes(s) => Node::with_bytes(key, s, at, access),
+            NewValue::Value(v) => Node::with_access(key, v, at, access),
+        };
         // Created after a running snapshot's moment: not part of it.
         node.set_mark(self.parity);
         self.main.insert_new(node);
@@ -358,8 +412,13 @@ impl Keyspace {
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
         self.main.replace_with(key, |n| {
             let (access, mark) = (n.access(), n.mark());
-            let (value, _) = n.into_parts();
-            let mut new = Node::with_access(key, value, at, access);
+            let mut new = match n.value() {
+                Stored::Str(s) => Node::with_bytes(key, s, at, access),
+                Stored::Value(_) => {
+                    let (value, _) = n.into_parts();
+                    Node::with_access(key, value, at, access)
+                }
+            };
             new.set_mark(mark);
             new
         });
@@ -377,7 +436,7 @@ impl Keyspace {
             Ttl::At(t) => t,
             _ => 0,
         };
-        self.insert_new(key, value, at, now);
+        self.insert_new(key, NewValue::Value(value), at, now);
     }
 
     fn sync_expire(&mut self, key: &[u8], old: u64, new: u64) {
@@ -635,11 +694,11 @@ mod tests {
         ks.prefetch(&pairs.map(|p| p.0));
         ks.prefetch_members(&pairs);
         assert_eq!(ks.len(), 4);
-        let Some(Value::Hash(h)) = ks.peek(b"h", 0).map(|n| &n.value) else {
+        let Some(Value::Hash(h)) = ks.peek(b"h", 0).and_then(|n| n.obj()) else {
             panic!("h is a hash");
         };
         assert_eq!((h.len(), h.get(b"m1")), (1000, Some(b"v".to_vec())));
-        let Some(Value::Set(s)) = ks.peek(b"s", 0).map(|n| &n.value) else {
+        let Some(Value::Set(s)) = ks.peek(b"s", 0).and_then(|n| n.obj()) else {
             panic!("s is a set");
         };
         assert!(s.len() == 1000 && s.contains(b"m999") && !s.contains(b"absent"));
@@ -696,7 +755,7 @@ mod tests {
         for i in 0..4000u32 {
             let n = ks.get(&key(i), 0).expect("present");
             assert_eq!(n.key(), &key(i)[..]);
-            assert_eq!(n.value, Value::Int(i.into()));
+            assert_eq!(n.obj(), Some(&Value::Int(i.into())));
             // Key k got the deadline of the step j in {2k, 2k + 1} that is a multiple of 3.
             let want = [i * 2, i * 2 + 1]
                 .into_iter()
@@ -724,5 +783,119 @@ mod tests {
         assert_eq!(run.expired, with_ttl - 1);
         assert_eq!(ks.len(), 4000 - (with_ttl - 1));
         assert_eq!(ks.take(&key(2), 10_000), Some((Value::Int(2), Ttl::Clear)));
+    }
+
+    /// One step of [`strings_match_a_model`].
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// SET through the bytes path: a string of `len` copies of `b`, or an integer.
+        SetStr(u8, usize, u8, Option<u64>),
+        /// SET through a `Value` (RDB load, RESTORE, INCRBYFLOAT).
+        SetValue(u8, usize, u8),
+        /// APPEND `n` bytes in place (through `get_mut`).
+        Append(u8, usize),
+        /// Sets or clears a deadline.
+        Expire(u8, Option<u64>),
+        /// Removes the key.
+        Remove(u8),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        let len = prop_oneof![
+            0..24usize,
+            40..70usize,
+            Just(EMB_STR_MAX),
+            Just(EMB_STR_MAX + 1)
+        ];
+        let at = proptest::option::of(1u64..100);
+        prop_oneof![
+            (0..6u8, len.clone(), any::<u8>(), at.clone())
+                .prop_map(|(k, n, b, t)| Op::SetStr(k, n, b, t)),
+            (0..6u8, len, any::<u8>()).prop_map(|(k, n, b)| Op::SetValue(k, n, b)),
+            (0..6u8, 0..30usize).prop_map(|(k, n)| Op::Append(k, n)),
+            (0..6u8, at).prop_map(|(k, t)| Op::Expire(k, t)),
+            (0..6u8).prop_map(Op::Remove),
+        ]
+    }
+
+    /// The string of a step: digits make a canonical integer (`int`) when `b` is a digit.
+    fn text(len: usize, b: u8) -> Vec<u8> {
+        if b.is_ascii_digit() && b != b'0' && (1..=18).contains(&len) {
+            vec![b; len]
+        } else {
+            vec![b'a' + b % 26; len]
+        }
+    }
+
+    proptest::proptest! {
+        /// Strings in both node forms (held in the node or in a `Value`), overwritten in place
+        /// or remade, appended to, given and cleared deadlines, against a HashMap.
+        #[test]
+        fn strings_match_a_model(ops in proptest::collection::vec(op(), 1..120)) {
+            let mut ks = Keyspace::new();
+            let mut model: std::collections::HashMap<Vec<u8>, (Vec<u8>, Option<u64>)> =
+                Default::default();
+            let now = 0;
+            for op in ops {
+                match op {
+                    Op::SetStr(k, n, b, t) => {
+                        let v = text(n, b);
+                        let ttl = t.map_or(Ttl::Clear, Ttl::At);
+                        ks.set_str(&[k], &v, ttl, now);
+                        model.insert(vec![k], (v, t));
+                    }
+                    Op::SetValue(k, n, b) => {
+                        let v = text(n, b);
+                        ks.set(&[k], Value::from_bytes(&v), Ttl::Keep, now);
+                        let at = model.get(&vec![k]).and_then(|e| e.1);
+                        model.insert(vec![k], (v, at));
+                    }
+                    Op::Append(k, n) => {
+                        if let Some(v) = ks.get_mut(&[k], now).and_then(Value::make_raw) {
+                            v.extend(std::iter::repeat_n(b'+', n));
+                        }
+                        if let Some(e) = model.get_mut(&vec![k]) {
+                            e.0.extend(std::iter::repeat_n(b'+', n));
+                        }
+                    }
+                    Op::Expire(k, t) => {
+                        let found = ks.set_expire(&[k], t, now);
+                        proptest::prop_assert_eq!(found, model.contains_key(&vec![k]));
+                        if let Some(e) = model.get_mut(&vec![k]) {
+                            e.1 = t;
+                        }
+                    }
+                    Op::Remove(k) => {
+                        let got = ks.remove(&[k], now).map(|v| {
+                            v.as_str(&mut itoa::Buffer::new()).unwrap_or_default().to_vec()
+                        });
+                        proptest::prop_assert_eq!(got, model.remove(&vec![k]).map(|e| e.0));
+                    }
+                }
+                proptest::prop_assert_eq!(ks.len(), model.len());
+                proptest::prop_assert_eq!(
+                    ks.expires_len(),
+                    model.values().filter(|e| e.1.is_some()).count()
+                );
+                for (k, (v, at)) in &model {
+                    let n = ks.peek(k, now);
+                    proptest::prop_assert!(n.is_some());
+                    let Some(n) = n else { continue };
+                    let mut buf = itoa::Buffer::new();
+                    proptest::prop_assert_eq!(n.value().as_str(&mut buf), Some(&v[..]));
+                    proptest::prop_assert_eq!(n.expire_at(), *at);
+                    proptest::prop_assert_eq!(n.key(), &k[..]);
+                    // What is held in the node is a string created whole that fits.
+                    if n.holds_string() {
+                        proptest::prop_assert!(v.len() <= EMB_STR_MAX);
+                        proptest::prop_assert!(crate::num::canonical_int(v).is_none());
+                    }
+                    let enc = n.value().encoding();
+                    let int = crate::num::canonical_int(v).is_some();
+                    proptest::prop_assert!(enc == "raw" || (enc == "int") == int, "{enc}");
+                }
+            }
+        }
     }
 }

@@ -1,84 +1,158 @@
-//! Keyspace entries: one allocation per key holding the chain link, a payload, an optional
-//! deadline and the key bytes.
+//! Keyspace entries: one allocation per key holding the chain link, the key, a payload and an
+//! optional deadline.
 //!
 //! # Layout
 //!
 //! ```text
-//! offset 0   meta   usize           access << 40 | snapshot mark << 39 | key length << 1 |
-//!                                   1 if the block has a deadline slot (access: 24 bits of
-//!                                   LRU clock or LFU data; the mark: see `crate::snapshot`)
+//! offset 0   meta   usize           access << 40 | snapshot mark << 39 | lengths << 2 |
+//!                                   EMB << 1 | SLOT (access: 24 bits of LRU clock or LFU
+//!                                   data; the mark: see `crate::snapshot`)
 //!        8   next   Option<Thin<T>> the dict's chain link (one word)
-//!       16   value  T               the payload: a `Value` (24 bytes) in the main dict,
-//!                                   `()` in the expiry index
-//!    16 + |T| tail  [u8]            [key bytes] [deadline: 8 bytes, only with the slot]
+//!       16   tail   [u8]            usual form:    [key] [padding to T's alignment] [T] [slot]
+//!                                   embedded form: [key] [string bytes] [slot]
 //! ```
 //!
-//! [`Packed`] is that `repr(C)` struct with an unsized tail, so `&Packed<T>` is a fat pointer
-//! whose length is the tail's: a reference covers the whole block, and `n.value` is a plain
-//! field. The dicts store [`Thin`], a thin owning pointer (one word, so a bucket stays one word
-//! and `Option<Thin<T>>` too), which rebuilds the fat pointer from `meta`. A 7-byte key without
-//! a deadline thus costs one 48-byte block in the main dict, where a boxed node plus a boxed key
-//! cost 64 + 16. The key comes first in the tail so that reading it (every chain step of a
-//! lookup) is a load of `meta` and no branch.
+//! The key always starts at offset 16, so reading it (every chain step of a lookup) is a load
+//! of `meta` and no branch on the form. `slot` is the 8-byte deadline, present only when the
+//! SLOT bit is set (keys without a TTL carry none). The lengths field is the key length in the
+//! usual form (37 bits), and in the embedded form the key length (15 bits) then the string's
+//! (22 bits).
 //!
-//! Keys without a TTL carry no deadline slot. Giving a deadline to such a key reallocates its
-//! node with the slot (through [`crate::dict::Dict::replace_with`], keeping its chain
-//! position); clearing a deadline writes 0 into the slot and keeps it.
+//! The *embedded* form exists only in the main dict (`T = Value`): a string value created whole
+//! (SET, MSET ...) lives in the key's own block, after the key, instead of in a `Value` that
+//! points to a second allocation. A 16-byte key with a 64-byte value then costs one 96-byte
+//! block, where the usual form costs a 56-byte node plus a 64-byte value. Commands that change
+//! a string in place (APPEND, SETRANGE, SETBIT ...) get the usual form back first
+//! ([`crate::keyspace::Keyspace::get_mut`]), as Redis turns an `embstr` into a `raw` string.
+//!
+//! [`Packed`] is that `repr(C)` struct with an unsized tail, so `&Packed<T>` is a fat pointer
+//! whose length is the tail's: a reference covers the whole block. The dicts store [`Thin`], a
+//! thin owning pointer (one word, so a bucket stays one word and `Option<Thin<T>>` too), which
+//! rebuilds the fat pointer from `meta`.
+//!
+//! Giving a deadline to a key without a slot reallocates its node with the slot (through
+//! [`crate::dict::Dict::replace_with`], keeping its chain position); clearing a deadline writes
+//! 0 into the slot and keeps it.
 
 use std::alloc::{self, Layout};
-use std::mem::{offset_of, size_of, ManuallyDrop};
+use std::marker::PhantomData;
+use std::mem::{align_of, size_of, ManuallyDrop};
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 
 use crate::dict::Link;
-use crate::value::Value;
+use crate::value::{Stored, Value};
 
-/// `meta` bit: the tail starts with a deadline slot.
+/// `meta` bit: the tail ends with a deadline slot.
 const SLOT_BIT: usize = 1;
+/// `meta` bit: the embedded form (a string's bytes after the key, no `T`).
+const EMB_BIT: usize = 2;
+/// Where the lengths field starts in `meta`.
+const LEN_SHIFT: u32 = 2;
 /// Where the 24-bit access field starts in `meta` (Redis's `lru` bits of an object).
 const ACCESS_SHIFT: u32 = 40;
-/// Longest key `meta` can describe (38 bits; Redis caps keys at 512 MB).
-const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 2)) - 1;
+/// Longest key the usual form describes (37 bits; Redis caps keys at 512 MB).
+const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 1 - LEN_SHIFT)) - 1;
+/// Bits of the key length in the embedded form.
+const EMB_KEY_BITS: u32 = 15;
+/// Longest key an embedded node holds.
+pub const EMB_KEY_MAX: usize = (1 << EMB_KEY_BITS) - 1;
+/// Longest string an embedded node holds. Longer strings take a separate allocation, whose
+/// cost beside them is small (the bits would allow up to 4 MiB).
+pub const EMB_STR_MAX: usize = 4096;
+const EMB_STR_MASK: usize = (1 << (ACCESS_SHIFT - 1 - LEN_SHIFT - EMB_KEY_BITS)) - 1;
+const _: () = assert!(EMB_STR_MAX <= EMB_STR_MASK);
 /// `meta` bit: the snapshot mark (whether the running snapshot has this key already).
 const MARK_BIT: usize = 1 << (ACCESS_SHIFT - 1);
 /// The access field's largest value.
 pub const ACCESS_MAX: u32 = (1 << 24) - 1;
+/// Bytes before the tail: `meta` and `next`.
+const HEAD: usize = 16;
+/// Bytes of the deadline slot.
+const SLOT: usize = 8;
 
 const _: () = assert!(
     usize::BITS == 64,
     "key nodes pack their meta word for 64-bit targets"
 );
 
-/// The key length in a `meta` word.
+/// The key length in a `meta` word (either form).
 #[inline]
 fn key_len(meta: usize) -> usize {
-    (meta >> 1) & KEY_LEN_MASK
+    let mask = if meta & EMB_BIT != 0 {
+        EMB_KEY_MAX
+    } else {
+        KEY_LEN_MASK
+    };
+    (meta >> LEN_SHIFT) & mask
 }
-/// Bytes of the deadline slot.
-const SLOT: usize = 8;
 
-/// One key's entry: the payload `value`, the deadline and the key. Only reachable behind a
-/// reference (it is unsized); see the module docs for the layout.
+/// The embedded string's length in a `meta` word of the embedded form.
+#[inline]
+fn emb_len(meta: usize) -> usize {
+    (meta >> (LEN_SHIFT + EMB_KEY_BITS)) & EMB_STR_MASK
+}
+
+/// Where `T` starts in the tail of a usual-form node whose key is `key_len` bytes.
+#[inline]
+const fn value_offset<T>(key_len: usize) -> usize {
+    key_len.next_multiple_of(align_of::<T>())
+}
+
+/// The tail length a `meta` word describes.
+#[inline]
+fn tail_len<T>(meta: usize) -> usize {
+    let k = key_len(meta);
+    let body = if meta & EMB_BIT != 0 {
+        k + emb_len(meta)
+    } else {
+        value_offset::<T>(k) + size_of::<T>()
+    };
+    body + (meta & SLOT_BIT) * SLOT
+}
+
+/// Layout of a node whose tail holds `tail` bytes; equals `Layout::for_value` of the node.
+fn layout(tail: usize) -> Layout {
+    match HEAD
+        .checked_add(tail)
+        .map(|size| Layout::from_size_align(size, align_of::<usize>()))
+    {
+        Some(Ok(l)) => l.pad_to_align(),
+        // Unreachable for a key that exists in memory; Vec panics the same way.
+        _ => panic!("key node size overflow"),
+    }
+}
+
+/// Payload types of nodes that are always in the usual form (everything but `Value`, whose
+/// nodes may embed a string): their nodes hand out `&T` directly.
+pub trait Plain {}
+impl Plain for () {}
+impl Plain for Box<[u8]> {}
+#[cfg(test)]
+impl Plain for u8 {}
+#[cfg(test)]
+impl Plain for u16 {}
+
+/// One key's entry: the payload, the deadline and the key. Only reachable behind a reference
+/// (it is unsized); see the module docs for the layout.
 #[repr(C)]
 pub struct Packed<T> {
     meta: usize,
     next: Option<Thin<T>>,
-    /// The payload (a key's value in the main dict).
-    pub value: T,
     tail: [u8],
 }
 
 /// One key's node in the main dict.
 pub type KeyNode = Packed<Value>;
 
-/// The sized prefix of [`Packed`]: the same fields in the same order under `repr(C)`, hence the
-/// same offsets.
+/// The sized head of [`Packed`]: the same first fields in the same order under `repr(C)`.
 #[repr(C)]
-struct Prefix<T> {
+struct Head<T> {
     meta: usize,
     next: Option<Thin<T>>,
-    value: T,
 }
+
+const _: () = assert!(size_of::<Head<Value>>() == HEAD && size_of::<Head<()>>() == HEAD);
 
 impl<T> Packed<T> {
     /// The key.
@@ -87,12 +161,12 @@ impl<T> Packed<T> {
         self.tail.get(..key_len(self.meta)).unwrap_or_default()
     }
 
-    /// The deadline slot, if the node has one.
+    /// The deadline slot, if the node has one: the tail's last 8 bytes.
     fn slot(&self) -> Option<&[u8; SLOT]> {
         if self.meta & SLOT_BIT == 0 {
             return None;
         }
-        self.tail.get(key_len(self.meta)..)?.first_chunk::<SLOT>()
+        self.tail.last_chunk::<SLOT>()
     }
 
     /// The raw deadline: Unix ms, 0 for none.
@@ -143,14 +217,10 @@ impl<T> Packed<T> {
     }
 
     /// Stores the raw deadline `at` (0 = none) in place. Returns false, changing nothing, when
-    /// that needs a slot this node lacks (then rebuild it with [`Thin::new`]).
+    /// that needs a slot this node lacks (then rebuild the node).
     pub(crate) fn try_set_deadline(&mut self, at: u64) -> bool {
-        let (len, has_slot) = (key_len(self.meta), self.meta & SLOT_BIT != 0);
-        match self
-            .tail
-            .get_mut(len..)
-            .and_then(|t| t.first_chunk_mut::<SLOT>())
-        {
+        let has_slot = self.meta & SLOT_BIT != 0;
+        match self.tail.last_chunk_mut::<SLOT>() {
             Some(b) if has_slot => {
                 *b = at.to_ne_bytes();
                 true
@@ -158,46 +228,130 @@ impl<T> Packed<T> {
             _ => at == 0,
         }
     }
+
+    /// Whether the node is in the embedded form.
+    #[inline]
+    fn is_embedded(&self) -> bool {
+        self.meta & EMB_BIT != 0
+    }
+
+    /// The payload, if the node is in the usual form.
+    #[inline]
+    fn payload(&self) -> Option<&T> {
+        if self.is_embedded() {
+            return None;
+        }
+        let off = value_offset::<T>(key_len(self.meta));
+        // SAFETY: in the usual form the tail holds an initialized `T` at `off`, inside the
+        // block the fat reference spans; `off` is a multiple of T's alignment and the tail
+        // starts 16 bytes into a block aligned for `usize` (T's alignment is at most that,
+        // checked where nodes are built), so the pointer is aligned. Shared access follows
+        // from `&self`.
+        Some(unsafe { &*self.tail.as_ptr().add(off).cast::<T>() })
+    }
+
+    /// The payload, mutably, if the node is in the usual form.
+    #[inline]
+    fn payload_mut(&mut self) -> Option<&mut T> {
+        if self.is_embedded() {
+            return None;
+        }
+        let off = value_offset::<T>(key_len(self.meta));
+        // SAFETY: as in `payload`; `&mut self` makes the access exclusive.
+        Some(unsafe { &mut *self.tail.as_mut_ptr().add(off).cast::<T>() })
+    }
+}
+
+impl<T: Plain> Packed<T> {
+    /// The payload.
+    #[inline]
+    pub fn value(&self) -> &T {
+        match self.payload() {
+            Some(v) => v,
+            // Only `Value` nodes are ever built in the embedded form.
+            None => unreachable!("embedded node of a plain payload"),
+        }
+    }
+
+    /// The payload, mutably.
+    #[inline]
+    pub fn value_mut(&mut self) -> &mut T {
+        match self.payload_mut() {
+            Some(v) => v,
+            None => unreachable!("embedded node of a plain payload"),
+        }
+    }
 }
 
 impl KeyNode {
+    /// The key's value: a string held in the node, or a [`Value`].
+    #[inline]
+    pub fn value(&self) -> Stored<'_> {
+        match self.payload() {
+            Some(v) => Stored::Value(v),
+            None => Stored::Str(self.embedded()),
+        }
+    }
+
+    /// The value when it is not a string held in the node (every collection, and strings
+    /// in the usual form).
+    #[inline]
+    pub fn obj(&self) -> Option<&Value> {
+        self.payload()
+    }
+
+    /// [`KeyNode::obj`], mutably.
+    #[inline]
+    pub(crate) fn obj_mut(&mut self) -> Option<&mut Value> {
+        self.payload_mut()
+    }
+
+    /// The embedded string's bytes (empty in the usual form).
+    #[inline]
+    fn embedded(&self) -> &[u8] {
+        let (k, n) = (key_len(self.meta), emb_len(self.meta));
+        match self.is_embedded() {
+            true => self.tail.get(k..k + n).unwrap_or_default(),
+            false => &[],
+        }
+    }
+
+    /// The embedded string's bytes, to overwrite in place, if the node holds `len` of them.
+    #[inline]
+    pub(crate) fn embedded_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        let (k, n) = (key_len(self.meta), emb_len(self.meta));
+        if !self.is_embedded() || n != len {
+            return None;
+        }
+        self.tail.get_mut(k..k + n)
+    }
+
+    /// Whether the node holds its string itself (the embedded form).
+    #[inline]
+    pub(crate) fn holds_string(&self) -> bool {
+        self.is_embedded()
+    }
+
     /// Bytes this key costs (its node block, the value's heap), for MEMORY USAGE.
     pub fn mem_bytes(&self) -> usize {
-        std::mem::size_of_val(self) + self.value.heap_bytes()
+        std::mem::size_of_val(self) + self.value().heap_bytes()
     }
 }
 
 impl<T: std::fmt::Debug> std::fmt::Debug for Packed<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Packed")
-            .field("key", &String::from_utf8_lossy(self.key()))
-            .field("value", &self.value)
-            .field("expire_at", &self.expire_at())
-            .finish()
-    }
-}
-
-/// Offset of the tail in a `Packed<T>`: `repr(C)` puts it right after `value` (its alignment
-/// is 1).
-const fn tail_offset<T>() -> usize {
-    offset_of!(Prefix<T>, value) + size_of::<T>()
-}
-
-/// Layout of a node whose tail holds `tail` bytes; equals `Layout::for_value` of the node.
-fn layout<T>(tail: usize) -> Layout {
-    let align = std::mem::align_of::<Prefix<T>>();
-    match tail_offset::<T>()
-        .checked_add(tail)
-        .map(|size| Layout::from_size_align(size, align))
-    {
-        Some(Ok(l)) => l.pad_to_align(),
-        // Unreachable for a key that exists in memory; Vec panics the same way.
-        _ => panic!("key node size overflow"),
+        let mut d = f.debug_struct("Packed");
+        d.field("key", &String::from_utf8_lossy(self.key()));
+        match self.payload() {
+            Some(v) => d.field("value", v),
+            None => d.field("embedded", &self.tail.len()),
+        };
+        d.field("expire_at", &self.expire_at()).finish()
     }
 }
 
 /// Thin owning pointer to a [`Packed`] (what `Box<Packed<T>>` would be, in one word).
-pub struct Thin<T>(NonNull<Prefix<T>>);
+pub struct Thin<T>(NonNull<Head<T>>, PhantomData<T>);
 
 /// The main dict's owning pointer.
 pub type Node = Thin<Value>;
@@ -208,78 +362,194 @@ unsafe impl<T: Send> Send for Thin<T> {}
 // SAFETY: shared access only hands out `&Packed<T>`, as `&Box` would; sharing it shares a `T`.
 unsafe impl<T: Sync> Sync for Thin<T> {}
 
-impl<T> Thin<T> {
-    /// A new unlinked node. `deadline` 0 means none, and then the node gets no slot.
-    pub fn new(key: &[u8], value: T, deadline: u64) -> Thin<T> {
-        Self::with_access(key, value, deadline, 0)
-    }
+/// The `meta` word of a new node.
+fn meta_of(access: u32, lengths: usize, embedded: bool, slot: bool) -> usize {
+    (((access & ACCESS_MAX) as usize) << ACCESS_SHIFT)
+        | (lengths << LEN_SHIFT)
+        | (usize::from(embedded) * EMB_BIT)
+        | usize::from(slot)
+}
 
-    /// [`Thin::new`] with the access field set.
-    pub fn with_access(key: &[u8], value: T, deadline: u64, access: u32) -> Thin<T> {
-        assert!(key.len() <= KEY_LEN_MASK, "key too long for a key node");
-        let slot = if deadline != 0 { SLOT } else { 0 };
-        let layout = layout::<T>(slot + key.len());
-        // SAFETY: `layout` is at least as large as `Prefix<T>`, which holds a usize: not
-        // zero-sized.
-        let raw = unsafe { alloc::alloc(layout) }.cast::<Prefix<T>>();
+impl<T> Thin<T> {
+    /// Allocates a node for `meta`, writes its head, key and deadline slot, and returns it
+    /// with a pointer to its tail; the caller must then write the rest of the tail (the
+    /// payload, or the embedded bytes) before the node is used or dropped.
+    fn alloc(meta: usize, key: &[u8], deadline: u64) -> (NonNull<Head<T>>, *mut u8) {
+        const { assert!(align_of::<T>() <= align_of::<usize>()) };
+        debug_assert_eq!(key_len(meta), key.len());
+        let tail = tail_len::<T>(meta);
+        let layout = layout(tail);
+        // SAFETY: `layout` is at least HEAD bytes: not zero-sized.
+        let raw = unsafe { alloc::alloc(layout) }.cast::<Head<T>>();
         let Some(p) = NonNull::new(raw) else {
             alloc::handle_alloc_error(layout)
         };
-        let prefix = Prefix {
-            meta: ((access & ACCESS_MAX) as usize) << ACCESS_SHIFT
-                | key.len() << 1
-                | usize::from(slot != 0),
-            next: None,
-            value,
-        };
-        // SAFETY: `p` is a fresh block of `layout`, aligned for `Prefix<T>` and at least
-        // `size_of::<Prefix<T>>()` long (the padded tail offset), so the prefix write is in
-        // bounds; the tail is `slot + key.len()` bytes from `tail_offset`, inside the block,
-        // written after the prefix (whose trailing padding it may overlap) with align-1 writes.
+        // SAFETY: `p` is a fresh block of `layout`, aligned for `usize` (hence for `Head<T>`)
+        // and `HEAD + tail` bytes long: the head write, the key (at the tail's start) and the
+        // slot (the tail's last 8 bytes, after the key and the body) are all in bounds, written
+        // with align-1 writes where unaligned.
         unsafe {
-            p.as_ptr().write(prefix);
-            let tail = p.as_ptr().cast::<u8>().add(tail_offset::<T>());
-            ptr::copy_nonoverlapping(key.as_ptr(), tail, key.len());
-            if slot != 0 {
-                let at = tail.add(key.len()).cast::<[u8; SLOT]>();
-                at.write(deadline.to_ne_bytes());
+            p.as_ptr().write(Head { meta, next: None });
+            let t = p.as_ptr().cast::<u8>().add(HEAD);
+            ptr::copy_nonoverlapping(key.as_ptr(), t, key.len());
+            if meta & SLOT_BIT != 0 {
+                t.add(tail - SLOT)
+                    .cast::<[u8; SLOT]>()
+                    .write(deadline.to_ne_bytes());
             }
+            (p, t)
         }
-        let node = Thin(p);
-        debug_assert_eq!(Layout::for_value::<Packed<T>>(&node), layout);
+    }
+
+    /// A usual-form node holding `value`.
+    fn build(key: &[u8], value: T, deadline: u64, access: u32) -> Thin<T> {
+        assert!(key.len() <= KEY_LEN_MASK, "key too long for a key node");
+        let meta = meta_of(access, key.len(), false, deadline != 0);
+        let (p, t) = Self::alloc(meta, key, deadline);
+        // SAFETY: the usual form's tail has room for a `T` at `value_offset`, aligned (see
+        // `Packed::payload`); the write moves `value` in once.
+        unsafe { t.add(value_offset::<T>(key.len())).cast::<T>().write(value) };
+        let node = Thin(p, PhantomData);
+        debug_assert_eq!(
+            Layout::for_value::<Packed<T>>(&node),
+            layout(tail_len::<T>(meta))
+        );
         node
     }
 
     /// The fat pointer to the node.
     #[inline]
     fn raw(&self) -> *mut Packed<T> {
-        // SAFETY: `self.0` points at an initialized prefix (the invariant of `Thin`); this reads
+        // SAFETY: `self.0` points at an initialized head (the invariant of `Thin`); this reads
         // one field through the raw pointer, creating no reference.
         let meta = unsafe { (*self.0.as_ptr()).meta };
-        let tail = key_len(meta) + (meta & SLOT_BIT) * SLOT;
-        // An unsized-to-unsized cast keeps the metadata: `tail` is the length of `Packed::tail`.
-        ptr::slice_from_raw_parts_mut(self.0.as_ptr().cast::<u8>(), tail) as *mut Packed<T>
+        // An unsized-to-unsized cast keeps the metadata: the length of `Packed::tail`.
+        ptr::slice_from_raw_parts_mut(self.0.as_ptr().cast::<u8>(), tail_len::<T>(meta))
+            as *mut Packed<T>
     }
 
-    /// Frees the node and returns its value and raw deadline (0 = none). The node must be
-    /// unlinked (`next == None`, as the dict hands out removed entries).
-    pub fn into_parts(self) -> (T, u64) {
+    /// Frees the node and returns its payload (`None` in the embedded form, whose bytes go
+    /// with it) and raw deadline (0 = none). The node must be unlinked (`next == None`, as
+    /// the dict hands out removed entries).
+    fn take_payload(self, keep: impl FnOnce(&Packed<T>) -> Option<T>) -> (Option<T>, u64) {
         debug_assert!(self.next.is_none(), "into_parts of a linked node");
         let deadline = self.deadline();
         let this = ManuallyDrop::new(self);
         let fat = this.raw();
-        // SAFETY: `fat` covers the whole live block (see `raw`). The value is moved out exactly
-        // once and the remaining fields are dropped in place (`meta` and the tail need no drop);
-        // then the block is freed with the layout it was allocated with, and `this` is never
-        // used again (ManuallyDrop: no second drop).
+        // SAFETY: `fat` covers the whole live block (see `raw`). In the usual form the payload
+        // is moved out exactly once; `keep` only reads the node. The link is dropped in place
+        // (`meta` and the tail bytes need no drop); then the block is freed with the layout it
+        // was allocated with, and `this` is never used again (ManuallyDrop: no second drop).
         unsafe {
             let layout = Layout::for_value(&*fat);
-            let value = ptr::read(ptr::addr_of!((*fat).value));
+            let value = match (*fat).payload() {
+                Some(v) => Some(ptr::read(v)),
+                None => keep(&*fat),
+            };
             ptr::drop_in_place(ptr::addr_of_mut!((*fat).next));
             alloc::dealloc(fat.cast::<u8>(), layout);
             (value, deadline)
         }
     }
+}
+
+impl<T: Plain> Thin<T> {
+    /// A new unlinked node. `deadline` 0 means none, and then the node gets no slot.
+    pub fn new(key: &[u8], value: T, deadline: u64) -> Thin<T> {
+        Self::build(key, value, deadline, 0)
+    }
+
+    /// Frees the node and returns its value and raw deadline (0 = none). The node must be
+    /// unlinked (`next == None`, as the dict hands out removed entries).
+    pub fn into_parts(self) -> (T, u64) {
+        match self.take_payload(|_| None) {
+            (Some(v), at) => (v, at),
+            (None, _) => unreachable!("embedded node of a plain payload"),
+        }
+    }
+}
+
+impl Thin<Value> {
+    /// A new unlinked node holding `value`, with the access field set. A string created whole
+    /// (`embstr`, or a longer string of at most [`EMB_STR_MAX`] bytes) is embedded.
+    pub fn with_access(key: &[u8], value: Value, deadline: u64, access: u32) -> Node {
+        match &value {
+            Value::Inline(s) => match Self::embed(key, s, deadline, access) {
+                Some(n) => n,
+                None => Self::build(key, value, deadline, access),
+            },
+            Value::Str(s) => match Self::embed(key, s, deadline, access) {
+                Some(n) => n,
+                None => Self::build(key, value, deadline, access),
+            },
+            _ => Self::build(key, value, deadline, access),
+        }
+    }
+
+    /// A new unlinked node holding the string `s` (`int` when canonical, as
+    /// [`Value::from_bytes`] decides), without building a `Value` for it first.
+    pub fn with_bytes(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Node {
+        if let Some(i) = crate::num::canonical_int(s) {
+            return Self::build(key, Value::Int(i), deadline, access);
+        }
+        match Self::embed(key, s, deadline, access) {
+            Some(n) => n,
+            None => Self::build(key, Value::string(s), deadline, access),
+        }
+    }
+
+    /// A node of the embedded form holding the string `s`, if the key and `s` fit it.
+    fn embed(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Option<Node> {
+        if key.len() > EMB_KEY_MAX || s.len() > EMB_STR_MAX {
+            return None;
+        }
+        let lengths = s.len() << EMB_KEY_BITS | key.len();
+        let meta = meta_of(access, lengths, true, deadline != 0);
+        let (p, t) = Self::alloc(meta, key, deadline);
+        // SAFETY: the embedded form's tail holds the key, then `s.len()` bytes, then the slot:
+        // the copy stays inside it.
+        unsafe { ptr::copy_nonoverlapping(s.as_ptr(), t.add(key.len()), s.len()) };
+        Some(Thin(p, PhantomData))
+    }
+
+    /// The same key, deadline, access field and snapshot mark with another value (a new
+    /// block; this one is freed).
+    pub(crate) fn remade(self, key: &[u8], value: NewValue<'_>, deadline: u64) -> Node {
+        let (access, mark) = (self.access(), self.mark());
+        drop(self);
+        let mut n = match value {
+            NewValue::Bytes(s) => Self::with_bytes(key, s, deadline, access),
+            NewValue::Value(v) => Self::with_access(key, v, deadline, access),
+        };
+        n.set_mark(mark);
+        n
+    }
+
+    /// This node in the usual form (itself when it is), keeping everything else.
+    pub(crate) fn unembedded(self) -> Node {
+        if !self.is_embedded() {
+            return self;
+        }
+        let (access, mark, at) = (self.access(), self.mark(), self.deadline());
+        let mut n = Self::build(self.key(), Value::string(self.embedded()), at, access);
+        n.set_mark(mark);
+        n
+    }
+
+    /// Frees the node and returns its value (an embedded string as a [`Value`]) and raw
+    /// deadline (0 = none). The node must be unlinked.
+    pub fn into_parts(self) -> (Value, u64) {
+        let (v, at) = self.take_payload(|n| Some(Value::string(n.embedded())));
+        (v.unwrap_or(Value::Int(0)), at)
+    }
+}
+
+/// A value to store: string bytes (embedded when they fit) or a [`Value`].
+pub(crate) enum NewValue<'a> {
+    /// String bytes, `int` when canonical.
+    Bytes(&'a [u8]),
+    /// Any value.
+    Value(Value),
 }
 
 impl<T> Deref for Thin<T> {
@@ -305,11 +575,15 @@ impl<T> Drop for Thin<T> {
     fn drop(&mut self) {
         let fat = self.raw();
         // SAFETY: the block is live and initialized; its fields are dropped once (the dict
-        // unlinks chains before dropping, so `next` is `None` there) and the block is freed
-        // with its allocation layout. `self` is not used afterwards.
+        // unlinks chains before dropping, so `next` is `None` there; the payload only in the
+        // usual form, where it exists) and the block is freed with its allocation layout.
+        // `self` is not used afterwards.
         unsafe {
             let layout = Layout::for_value(&*fat);
-            ptr::drop_in_place(fat);
+            ptr::drop_in_place(ptr::addr_of_mut!((*fat).next));
+            if let Some(v) = (*fat).payload_mut() {
+                ptr::drop_in_place(v);
+            }
             alloc::dealloc(fat.cast::<u8>(), layout);
         }
     }
@@ -322,16 +596,16 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Thin<T> {
 }
 
 impl<T> Thin<T> {
-    /// The key, read without building the fat pointer: `meta`, then the bytes after the payload.
+    /// The key, read without building the fat pointer: `meta`, then the tail's first bytes.
     #[inline]
     fn key_bytes(&self) -> &[u8] {
         let base = self.0.as_ptr();
         // SAFETY: the block is live and initialized while `self` is borrowed; the key is the
-        // first `meta >> 1` bytes of the tail, which starts at `tail_offset` inside the block,
-        // and nothing mutates it while shared (only `&mut self` could).
+        // first `key_len(meta)` bytes of the tail, which starts at HEAD inside the block, and
+        // nothing mutates it while shared (only `&mut self` could).
         unsafe {
             let len = key_len((*base).meta);
-            std::slice::from_raw_parts(base.cast::<u8>().add(tail_offset::<T>()), len)
+            std::slice::from_raw_parts(base.cast::<u8>().add(HEAD), len)
         }
     }
 }
@@ -359,19 +633,37 @@ impl<T> Link for Thin<T> {
 mod tests {
     use super::*;
 
+    fn bytes_of(v: Stored<'_>) -> Vec<u8> {
+        v.as_str(&mut itoa::Buffer::new())
+            .unwrap_or_default()
+            .to_vec()
+    }
+
     #[test]
     fn sizes() {
         assert_eq!(std::mem::size_of::<Value>(), 24);
         assert_eq!(std::mem::size_of::<Option<Node>>(), 8);
-        assert_eq!(std::mem::size_of::<Prefix<Value>>(), 40);
-        assert_eq!(tail_offset::<Value>(), 40);
-        assert_eq!(tail_offset::<()>(), 16);
-        assert_eq!(tail_offset::<u8>(), 17);
-        // A 7-byte key without deadline: one 48-byte block.
-        assert_eq!(layout::<Value>(7).size(), 48);
-        assert_eq!(layout::<Value>(8 + 16).size(), 64);
-        assert_eq!(layout::<()>(16).size(), 32);
-        assert_eq!(layout::<u8>(0).size(), 24);
+        // A 7-byte key without deadline holding an int: one 48-byte block.
+        assert_eq!(
+            layout(tail_len::<Value>(meta_of(0, 7, false, false))).size(),
+            48
+        );
+        assert_eq!(
+            layout(tail_len::<Value>(meta_of(0, 16, false, true))).size(),
+            64
+        );
+        assert_eq!(
+            layout(tail_len::<()>(meta_of(0, 16, false, false))).size(),
+            32
+        );
+        assert_eq!(
+            layout(tail_len::<u8>(meta_of(0, 0, false, false))).size(),
+            24
+        );
+        // The issue's key: 16 bytes, a 64-byte string, embedded: one 96-byte block.
+        let n = Node::with_bytes(&[b'k'; 16], &[b'v'; 64], 0, 0);
+        assert_eq!(std::mem::size_of_val::<KeyNode>(&n), 96);
+        assert_eq!(n.mem_bytes(), 96);
     }
 
     #[test]
@@ -379,26 +671,104 @@ mod tests {
         for len in [0usize, 1, 7, 8, 9, 100, 1000] {
             let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
             for at in [0u64, 1, u64::MAX] {
-                let mut n: Node = Thin::new(&key, Value::Int(len as i64), at);
+                let mut n: Node = Thin::with_access(&key, Value::Int(len as i64), at, 0);
                 assert_eq!(n.key(), &key[..]);
                 assert_eq!(Link::key(&n), &key[..]);
                 assert_eq!(n.deadline(), at);
-                assert_eq!(n.value, Value::Int(len as i64));
+                assert_eq!(n.obj(), Some(&Value::Int(len as i64)));
                 assert_eq!(
                     std::mem::size_of_val::<KeyNode>(&n),
-                    layout::<Value>(len + if at != 0 { 8 } else { 0 }).size()
+                    layout(value_offset::<Value>(len) + 24 + if at != 0 { 8 } else { 0 }).size()
                 );
                 // Clearing always works in place; setting needs a slot.
                 assert!(n.try_set_deadline(0));
                 assert_eq!(n.expire_at(), None);
                 assert_eq!(n.try_set_deadline(5), at != 0);
                 assert_eq!(n.key(), &key[..]);
-                n.value = Value::Str(key.clone().into());
+                if let Some(v) = n.obj_mut() {
+                    *v = Value::Raw(Box::new(key.clone()));
+                }
                 let (v, d) = n.into_parts();
-                assert_eq!(v, Value::Str(key.clone().into()));
+                assert_eq!(v, Value::Raw(Box::new(key.clone())));
                 assert_eq!(d, if at != 0 { 5 } else { 0 });
             }
         }
+    }
+
+    #[test]
+    fn embedded_strings_round_trip() {
+        for klen in [0usize, 1, 7, 16, 300, EMB_KEY_MAX, EMB_KEY_MAX + 1] {
+            let key: Vec<u8> = (0..klen).map(|i| (i * 3) as u8).collect();
+            for slen in [0usize, 1, 22, 23, 64, EMB_STR_MAX, EMB_STR_MAX + 1] {
+                let s: Vec<u8> = (0..slen).map(|i| b'a' + (i % 26) as u8).collect();
+                for at in [0u64, 42] {
+                    let mut n = Node::with_bytes(&key, &s, at, 0x12_3456);
+                    let embedded = klen <= EMB_KEY_MAX && slen <= EMB_STR_MAX;
+                    assert_eq!(n.holds_string(), embedded, "{klen} {slen}");
+                    assert_eq!((n.key(), Link::key(&n)), (&key[..], &key[..]));
+                    assert_eq!(bytes_of(n.value()), s);
+                    assert_eq!(n.value().str_len(), Some(slen));
+                    assert_eq!((n.deadline(), n.access()), (at, 0x12_3456));
+                    assert_eq!(n.obj().is_none(), embedded);
+                    if embedded {
+                        assert_eq!(
+                            std::mem::size_of_val::<KeyNode>(&n),
+                            layout(klen + slen + if at != 0 { 8 } else { 0 }).size()
+                        );
+                    }
+                    // Overwrite in place when the length matches.
+                    let ok = n.embedded_mut(slen).map(|b| b.fill(b'z')).is_some();
+                    assert_eq!(ok, embedded);
+                    assert!(n.embedded_mut(slen + 1).is_none());
+                    let s = if embedded {
+                        vec![b'z'; slen]
+                    } else {
+                        s.clone()
+                    };
+                    assert_eq!(n.try_set_deadline(7), at != 0);
+                    assert_eq!(bytes_of(n.value()), s);
+                    n.set_mark(true);
+                    let mut u = n.unembedded();
+                    assert!(!u.holds_string());
+                    assert_eq!((u.key(), u.mark(), u.access()), (&key[..], true, 0x12_3456));
+                    assert_eq!(bytes_of(u.value()), s);
+                    assert_eq!(u.deadline(), if at != 0 { 7 } else { 0 });
+                    if let Some(v) = u.obj_mut().and_then(Value::make_raw) {
+                        v.push(b'!');
+                    }
+                    let (v, _) = u.into_parts();
+                    assert_eq!(v.as_str(&mut itoa::Buffer::new()).unwrap().len(), slen + 1);
+                    // into_parts of an embedded node gives the string back.
+                    let n = Node::with_bytes(&key, &s, at, 0);
+                    let (v, d) = n.into_parts();
+                    assert_eq!(
+                        (v.as_str(&mut itoa::Buffer::new()).unwrap(), d),
+                        (&s[..], at)
+                    );
+                }
+            }
+        }
+        // Canonical integers keep the int encoding; other strings are embedded.
+        let n = Node::with_bytes(b"k", b"12345", 0, 0);
+        assert_eq!(n.obj(), Some(&Value::Int(12345)));
+        let n = Node::with_bytes(b"k", b"012345", 0, 0);
+        assert_eq!((n.holds_string(), n.value().encoding()), (true, "embstr"));
+        let n = Node::with_access(b"k", Value::string(&[b'x'; 45]), 0, 0);
+        assert_eq!((n.holds_string(), n.value().encoding()), (true, "raw"));
+        let n = Node::with_access(b"k", Value::Raw(Box::new(b"ab".to_vec())), 0, 0);
+        assert_eq!((n.holds_string(), n.value().encoding()), (false, "raw"));
+    }
+
+    #[test]
+    fn remade_keeps_key_deadline_access_and_mark() {
+        let mut n = Node::with_bytes(b"key", b"first value", 99, 77);
+        n.set_mark(true);
+        let n = n.remade(b"key", NewValue::Bytes(b"x"), 99);
+        assert_eq!((n.access(), n.mark(), n.deadline()), (77, true, 99));
+        assert_eq!(bytes_of(n.value()), b"x");
+        let n = n.remade(b"key", NewValue::Value(Value::Int(5)), 0);
+        assert_eq!((n.access(), n.mark(), n.deadline()), (77, true, 0));
+        assert_eq!(n.obj(), Some(&Value::Int(5)));
     }
 
     #[test]
@@ -406,51 +776,60 @@ mod tests {
         for len in [0usize, 1, 7, 300] {
             let key: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
             for at in [0u64, 12345] {
-                let mut n: Node = Thin::with_access(&key, Value::Int(1), at, ACCESS_MAX);
-                assert_eq!(
-                    (n.access(), n.key(), n.deadline()),
-                    (ACCESS_MAX, &key[..], at)
-                );
-                n.set_access(0x12_3456);
-                assert_eq!(
-                    (n.access(), Link::key(&n), n.deadline()),
-                    (0x12_3456, &key[..], at)
-                );
-                n.set_access(u32::MAX);
-                assert_eq!(n.access(), ACCESS_MAX);
-                assert_eq!(n.try_set_deadline(9), at != 0);
-                assert_eq!((n.access(), n.key()), (ACCESS_MAX, &key[..]));
-                assert_eq!(
-                    std::mem::size_of_val::<KeyNode>(&n),
-                    layout::<Value>(len + if at != 0 { 8 } else { 0 }).size()
-                );
+                for emb in [false, true] {
+                    let mut n: Node = match emb {
+                        true => Thin::with_bytes(&key, b"some string", at, ACCESS_MAX),
+                        false => Thin::with_access(&key, Value::Int(1), at, ACCESS_MAX),
+                    };
+                    assert_eq!(
+                        (n.access(), n.key(), n.deadline()),
+                        (ACCESS_MAX, &key[..], at)
+                    );
+                    n.set_access(0x12_3456);
+                    n.set_mark(true);
+                    assert_eq!(
+                        (n.access(), Link::key(&n), n.deadline(), n.mark()),
+                        (0x12_3456, &key[..], at, true)
+                    );
+                    n.set_access(u32::MAX);
+                    n.set_mark(false);
+                    assert_eq!((n.access(), n.mark()), (ACCESS_MAX, false));
+                    assert_eq!(n.try_set_deadline(9), at != 0);
+                    assert_eq!((n.access(), n.key()), (ACCESS_MAX, &key[..]));
+                    assert_eq!(n.holds_string(), emb);
+                }
             }
         }
     }
 
     #[test]
     fn other_payloads() {
-        // Odd tail offsets and alignments (a u8 or u16 payload, a zero-sized one).
+        // Odd value offsets and alignments (a u8 or u16 payload, a zero-sized one).
         for len in [0usize, 1, 7, 8, 33] {
             let key: Vec<u8> = (0..len).map(|i| i as u8 ^ 0x5a).collect();
             for at in [0u64, 77] {
                 let a = Thin::new(&key, 0xabu8, at);
-                let b = Thin::new(&key, 0xbeefu16, at);
+                let mut b = Thin::new(&key, 0xbeefu16, at);
                 let c = Thin::new(&key, (), at);
+                let d = Thin::new(&key, Box::<[u8]>::from(&b"field value"[..]), at);
                 assert_eq!((a.key(), b.key(), c.key()), (&key[..], &key[..], &key[..]));
                 assert_eq!(Link::key(&b), &key[..]);
                 assert_eq!((a.deadline(), b.deadline(), c.deadline()), (at, at, at));
-                assert_eq!((a.value, b.value), (0xab, 0xbeef));
+                assert_eq!((*a.value(), *b.value()), (0xab, 0xbeef));
+                *b.value_mut() = 7;
+                assert_eq!(*b.value(), 7);
+                assert_eq!(&**d.value(), b"field value");
+                assert_eq!(d.deadline(), at);
                 assert_eq!(a.into_parts(), (0xab, at));
-                drop((b, c));
+                drop((b, c, d));
             }
         }
     }
 
     #[test]
     fn chains_drop() {
-        let mut head: Node = Thin::new(b"a", Value::Str((*b"x").into()), 0);
-        *head.next_mut() = Some(Thin::new(b"b", Value::Str((*b"y").into()), 9));
+        let mut head: Node = Thin::with_bytes(b"a", b"x", 0, 0);
+        *head.next_mut() = Some(Thin::with_access(b"b", Value::Str((*b"y").into()), 9, 0));
         assert_eq!(head.next().map(|n| n.key()), Some(&b"b"[..]));
         assert_eq!(head.next().and_then(|n| n.expire_at()), Some(9));
         drop(head);

@@ -77,9 +77,9 @@ impl Snap {
 fn record(out: &mut Writer, version: &mut u16, at_ms: u64, commands: bool, node: &KeyNode) {
     if node.expired(at_ms) {
     } else if commands {
-        crate::changes::key_commands(&mut out.out, node.key(), &node.value, node.expire_at());
+        crate::changes::key_commands(&mut out.out, node.key(), node.value(), node.expire_at());
     } else {
-        *version = (*version).max(key_record(out, node.key(), &node.value, node.expire_at()));
+        *version = (*version).max(key_record(out, node.key(), node.value(), node.expire_at()));
     }
 }
 

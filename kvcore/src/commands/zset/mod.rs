@@ -164,8 +164,8 @@ pub(crate) fn get_z<'a>(db: &'a mut Db, dbi: usize, key: &[u8]) -> OpResult<Opti
     let now = db.now;
     match db.dbs[dbi].get(key, now) {
         None => Ok(None),
-        Some(n) => match &n.value {
-            Value::ZSet(z) => Ok(Some(z)),
+        Some(n) => match n.obj() {
+            Some(Value::ZSet(z)) => Ok(Some(z)),
             _ => Err(OpError::WrongType),
         },
     }
@@ -189,7 +189,7 @@ pub(crate) fn get_z_mut<'a>(
 pub(crate) fn drop_if_empty(db: &mut Db, dbi: usize, key: &[u8]) -> bool {
     let now = db.now;
     if let Some(n) = db.dbs[dbi].get(key, now) {
-        if matches!(&n.value, Value::ZSet(z) if z.is_empty()) {
+        if matches!(n.obj(), Some(Value::ZSet(z)) if z.is_empty()) {
             db.dbs[dbi].remove(key, now);
             return true;
         }
