@@ -108,7 +108,9 @@ impl Db {
     ) -> OpResult<SetOutcome> {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
-        let (exists, old) = match ks.get(key, now) {
+        // A plain SET needs no look first: storing finds (and expires) the old key itself.
+        let plain = opt.condition == SetCondition::Always && !opt.get;
+        let (exists, old) = match if plain { None } else { ks.get(key, now) } {
             None if opt.get => {
                 // GET's read lookup, then SET's write lookup.
                 self.key_miss(dbi, key);

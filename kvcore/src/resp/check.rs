@@ -80,6 +80,7 @@ fn multibulk(args: &[Vec<u8>]) -> Vec<u8> {
 /// - it never panics, and every command consumes at least one byte;
 /// - the same bytes split at any point (or fed byte by byte, for short
 ///   inputs) give the same commands and the same error;
+/// - [`super::peek_command`], where it reads a command, reads the parser's;
 /// - an `Incomplete` hint never exceeds the size of the command it was for;
 /// - every command re-encoded as multibulk parses back to the same
 ///   arguments, consuming exactly the encoding.
@@ -112,6 +113,21 @@ pub fn check_roundtrip(input: &[u8]) {
         }
         if len <= 300 {
             assert_eq!(run(limits, input, 1..=len).0, whole, "byte by byte");
+        }
+        // The prefetching look ahead reads what the parser reads, where it reads anything.
+        for &(offset, consumed, ref args) in &whole.commands {
+            let mut spans = [(0, 0); 3];
+            let rest = input.get(offset..).unwrap_or_default();
+            if let Some(peeked) = super::peek_command(rest, limits.max_inline_len, &mut spans) {
+                assert_eq!(peeked, (consumed, args.len()), "look ahead at {offset}");
+                for (&(at, n), arg) in spans.iter().zip(args) {
+                    assert_eq!(
+                        rest.get(at..at + n),
+                        Some(&arg[..]),
+                        "look ahead at {offset}"
+                    );
+                }
+            }
         }
         for (_, _, args) in &whole.commands {
             let encoded = multibulk(args);

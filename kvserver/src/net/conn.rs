@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
-use kvcore::resp::parse::{Args, Limits, Parser, Status};
+use kvcore::resp::parse::{peek_command, Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
 use kvcore::telemetry::Outcome;
 use kvcore::Session;
@@ -578,36 +578,30 @@ impl<'a> Conn<'a> {
         if buf.first() != Some(&b'*') {
             return;
         }
-        let mut parser = Parser::new(input.parser.limits());
+        let max_inline = input.parser.limits().max_inline_len;
         let mut spans: SmallVec<[(usize, usize); MAX]> = SmallVec::new();
         let mut members: SmallVec<[(usize, usize, usize, usize); MAX]> = SmallVec::new();
         let mut pos = 0;
         for parsed in 0..MAX {
             // Four commands on one key and no members: a pipeline on one key (a queue's pushes
-            // or pops), whose lookups need no help; stop paying for the second parse.
+            // or pops), whose lookups need no help; stop paying for the look ahead.
             if pos >= buf.len() || (parsed == 4 && spans.len() < 2 && members.is_empty()) {
                 break;
             }
-            let mut args = Args::new();
-            let Ok(Status::Command { consumed }) = parser.parse_into(&buf[pos..], &mut args) else {
+            // The name, the key, and a member or field.
+            let mut first = [(0, 0); 3];
+            let Some((consumed, count)) = peek_command(&buf[pos..], max_inline, &mut first) else {
                 break;
             };
-            // (An inline command's arguments live in the parser's scratch, not in `buf`.)
-            let within = |key: &[u8]| {
-                let at = (key.as_ptr() as usize).checked_sub(buf.as_ptr() as usize)?;
-                (at + key.len() <= buf.len()).then_some((at, key.len()))
-            };
-            if let Some(span) = args.get(1).and_then(|k| within(k)) {
+            let [name, key, member] = first.map(|(at, n)| (pos + at, n));
+            if count >= 2 {
                 // A run of commands on one key (a queue's pops, a counter) needs it once.
-                let same = |&(at, n): &(usize, usize)| buf[at..at + n] == buf[span.0..span.0 + n];
-                if !spans.last().is_some_and(|l| l.1 == span.1 && same(l)) {
-                    spans.push(span);
+                let same = |&(at, n): &(usize, usize)| buf[at..at + n] == buf[key.0..key.0 + n];
+                if !spans.last().is_some_and(|l| l.1 == key.1 && same(l)) {
+                    spans.push(key);
                 }
-                let member = args
-                    .get(2)
-                    .filter(|_| args.first().is_some_and(|n| names_member(n)));
-                if let Some((m, mn)) = member.and_then(|m| within(m)) {
-                    members.push((span.0, span.1, m, mn));
+                if count >= 3 && names_member(&buf[name.0..name.0 + name.1]) {
+                    members.push((key.0, key.1, member.0, member.1));
                 }
             }
             pos += consumed;
