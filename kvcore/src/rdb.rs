@@ -186,6 +186,11 @@ impl Writer {
                 self.string(s);
                 return VERSION_BASE;
             }
+            Stored::Int(n) => {
+                self.out.push(TYPE_STRING);
+                self.int_string(n);
+                return VERSION_BASE;
+            }
             Stored::Value(v) => v,
         };
         match v {

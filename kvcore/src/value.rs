@@ -226,6 +226,8 @@ pub enum Stored<'a> {
     /// A string created whole, held in the key's node: `embstr` up to [`EMBSTR_MAX`] bytes,
     /// else `raw`, as [`Value::Str`].
     Str(&'a [u8]),
+    /// A string stored as an integer in the key's node (`int`, as [`Value::Int`]).
+    Int(i64),
     /// Any other value.
     Value(&'a Value),
 }
@@ -242,14 +244,14 @@ impl<'a> Stored<'a> {
     pub fn obj(self) -> Option<&'a Value> {
         match self {
             Stored::Value(v) => Some(v),
-            Stored::Str(_) => None,
+            Stored::Str(_) | Stored::Int(_) => None,
         }
     }
 
     /// The value's type.
     pub fn value_type(self) -> ValueType {
         match self {
-            Stored::Str(_) => ValueType::String,
+            Stored::Str(_) | Stored::Int(_) => ValueType::String,
             Stored::Value(v) => v.value_type(),
         }
     }
@@ -259,8 +261,18 @@ impl<'a> Stored<'a> {
         match self {
             Stored::Str(b) if b.len() <= EMBSTR_MAX => "embstr",
             Stored::Str(_) => "raw",
+            Stored::Int(_) => "int",
             Stored::Value(v) => v.encoding(),
         }
+    }
+
+    /// Whether Redis would hand out one of its shared integer objects for this value (0 to
+    /// 9999: OBJECT REFCOUNT and DEBUG OBJECT report them so).
+    pub fn shared_int(self) -> bool {
+        matches!(
+            self,
+            Stored::Int(0..10_000) | Stored::Value(Value::Int(0..10_000))
+        )
     }
 
     /// The string bytes of a string value; integers are formatted into `buf`.
@@ -269,6 +281,7 @@ impl<'a> Stored<'a> {
     pub fn as_str(self, buf: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
         match self {
             Stored::Str(b) => Some(b),
+            Stored::Int(i) => Some(num::fmt_i64(i, buf)),
             Stored::Value(v) => v.as_str(buf),
         }
     }
@@ -277,6 +290,7 @@ impl<'a> Stored<'a> {
     pub fn str_len(self) -> Option<usize> {
         match self {
             Stored::Str(b) => Some(b.len()),
+            Stored::Int(i) => Some(int_len(i)),
             Stored::Value(v) => v.str_len(),
         }
     }
@@ -284,7 +298,7 @@ impl<'a> Stored<'a> {
     /// Heap bytes owned by the value outside the key's node.
     pub fn heap_bytes(self) -> usize {
         match self {
-            Stored::Str(_) => 0,
+            Stored::Str(_) | Stored::Int(_) => 0,
             Stored::Value(v) => v.heap_bytes(),
         }
     }
@@ -293,6 +307,7 @@ impl<'a> Stored<'a> {
     pub fn to_value(self) -> Value {
         match self {
             Stored::Str(b) => Value::string(b),
+            Stored::Int(i) => Value::Int(i),
             Stored::Value(v) => v.clone(),
         }
     }

@@ -26,7 +26,7 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
 fn check(v: Stored<'_>) -> Result<Encoding, OpError> {
     let mut buf = itoa::Buffer::new();
     let s = v.as_str(&mut buf).ok_or(OpError::WrongType)?;
-    if matches!(v, Stored::Value(Value::Int(_))) {
+    if matches!(v, Stored::Int(_) | Stored::Value(Value::Int(_))) {
         return Err(OpError::NotHll);
     }
     hll::check(s).ok_or(OpError::NotHll)

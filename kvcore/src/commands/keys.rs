@@ -6,7 +6,7 @@ use crate::error::{OpError, OpResult};
 use crate::events::class;
 use crate::glob;
 use crate::keyspace::{KeyNode, Ttl};
-use crate::value::{Value, ValueType};
+use crate::value::ValueType;
 use crate::Db;
 
 pub(super) static COMMANDS: &[CommandSpec] = &[
@@ -688,7 +688,7 @@ fn object(c: &mut Ctx<'_>, a: &[&[u8]]) {
                 .config
                 .get("maxmemory-policy")
                 .is_some_and(|p| p.contains("lru") || p.contains("lfu"));
-            let shared = matches!(n.obj(), Some(Value::Int(0..10_000))) && !lru_lfu;
+            let shared = n.value().shared_int() && !lru_lfu;
             c.out.int(if shared { i64::from(i32::MAX) } else { 1 })
         }
         "object|idletime" if !lfu => {

@@ -163,7 +163,7 @@ fn debug_object(c: &mut Ctx<'_>, key: &[u8]) {
     let Some(n) = c.db.dbs[c.session.db].peek_stored(key) else {
         return c.out.error(b"ERR no such key");
     };
-    let shared = matches!(n.obj(), Some(Value::Int(0..10_000))) && !lru_lfu;
+    let shared = n.value().shared_int() && !lru_lfu;
     let mut extra = String::new();
     if let Some(Value::List(l @ crate::list::List::Quick(_))) = n.obj() {
         let (nodes, bytes) = l.node_stats();

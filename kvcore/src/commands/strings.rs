@@ -6,7 +6,7 @@
 use super::{args, cmd, flags::*, wrong_arity, CommandSpec, Ctx};
 use crate::error::{OpError, OpResult};
 use crate::events::class;
-use crate::keyspace::Ttl;
+use crate::keyspace::{Keyspace, Ttl};
 use crate::resp::long_double::{LongDouble, Operand};
 use crate::resp::ReplyWriter;
 use crate::value::{Stored, Value};
@@ -170,7 +170,20 @@ impl Db {
     pub fn incr_by_in(&mut self, dbi: usize, key: &[u8], by: i64) -> OpResult<i64> {
         let now = self.now;
         let ks = &mut self.dbs[dbi];
-        let r = match ks.get_mut(key, now) {
+        let add = |cur: i64| cur.checked_add(by).ok_or(OpError::Overflow);
+        let r = match ks.update_int(key, now, add) {
+            Some(r) => r,
+            None => Self::incr_general(ks, key, by, now),
+        };
+        if r.is_ok() {
+            self.modified(class::STRING, "incrby", dbi, key);
+        }
+        r
+    }
+
+    /// INCRBY on a key that does not hold an integer in its node: missing, or a string.
+    fn incr_general(ks: &mut Keyspace, key: &[u8], by: i64, now: u64) -> OpResult<i64> {
+        match ks.get_mut(key, now) {
             None => {
                 ks.insert_absent(key, Value::Int(by), Ttl::Clear);
                 Ok(by)
@@ -196,9 +209,7 @@ impl Db {
                 *v = Value::Int(new);
                 Ok(new)
             }
-        };
-        self.modified(class::STRING, "incrby", dbi, key);
-        r
+        }
     }
 
     /// INCRBY in the embedded session's database.
@@ -342,6 +353,7 @@ pub(crate) fn reply_err(w: &mut ReplyWriter<'_>, e: OpError) {
 fn write_value(w: &mut ReplyWriter<'_>, v: Stored<'_>) -> OpResult<()> {
     match v {
         Stored::Str(b) => w.bulk(b),
+        Stored::Int(i) => w.bulk_int(i),
         Stored::Value(Value::Int(i)) => w.bulk_int(*i),
         Stored::Value(Value::Inline(b)) => w.bulk(b),
         Stored::Value(Value::Str(b)) => w.bulk(b),

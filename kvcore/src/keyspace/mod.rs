@@ -48,10 +48,11 @@ pub const LOG_EXPIRED: u8 = 1;
 /// [`Keyspace::log_mask`] bit: log keys created.
 pub const LOG_NEW: u8 = 2;
 
-/// Whether a node would hold `v` itself (a string created whole, short enough).
+/// Whether a node would hold `v` itself (an integer, or a string created whole, short
+/// enough).
 fn embeddable(v: &Value) -> bool {
     match v {
-        Value::Inline(_) => true,
+        Value::Int(_) | Value::Inline(_) => true,
         Value::Str(s) => s.len() <= EMB_STR_MAX,
         _ => false,
     }
@@ -327,6 +328,27 @@ impl Keyspace {
             .and_then(|n| n.obj_mut())
     }
 
+    /// Changes in place the integer a live `key` holds in its node (INCR on a counter):
+    /// `Some` with `f`'s verdict, the new value stored when `Ok`; `None`, changing nothing,
+    /// when the key is missing or holds anything else (then take [`Keyspace::get_mut`]).
+    pub fn update_int<E>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        f: impl FnOnce(i64) -> Result<i64, E>,
+    ) -> Option<Result<i64, E>> {
+        self.main.rehash_step(REHASH_MOVES);
+        let node = self.live_w(key, now)?;
+        let Stored::Int(cur) = node.value() else {
+            return None;
+        };
+        let r = f(cur);
+        if let Ok(new) = r {
+            node.set_int(new);
+        }
+        Some(r)
+    }
+
     /// Whether `key` exists and is live.
     pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
         self.check_live(key, now)
@@ -362,13 +384,14 @@ impl Keyspace {
         // In place when the node's form fits the new value (and its deadline); else a new
         // block in the same chain position.
         let placed = match &value {
-            NewValue::Bytes(s) => match node.embedded_mut(s.len()) {
-                Some(b) if crate::num::canonical_int(s).is_none() => {
-                    b.copy_from_slice(s);
-                    true
-                }
-                _ => false,
+            NewValue::Bytes(s) => match crate::num::canonical_int(s) {
+                Some(i) => node.set_int(i),
+                None => node
+                    .embedded_mut(s.len())
+                    .map(|b| b.copy_from_slice(s))
+                    .is_some(),
             },
+            NewValue::Value(Value::Int(i)) => node.set_int(*i),
             NewValue::Value(v) => !node.holds_string() && !embeddable(v),
         };
         if placed && node.try_set_deadline(new) {
@@ -413,7 +436,8 @@ impl Keyspace {
         self.main.replace_with(key, |n| {
             let (access, mark) = (n.access(), n.mark());
             let mut new = match n.value() {
-                Stored::Str(s) => Node::with_bytes(key, s, at, access),
+                Stored::Str(s) => Node::with_str(key, s, at, access),
+                Stored::Int(i) => Node::with_access(key, Value::Int(i), at, access),
                 Stored::Value(_) => {
                     let (value, _) = n.into_parts();
                     Node::with_access(key, value, at, access)
@@ -755,7 +779,7 @@ mod tests {
         for i in 0..4000u32 {
             let n = ks.get(&key(i), 0).expect("present");
             assert_eq!(n.key(), &key(i)[..]);
-            assert_eq!(n.obj(), Some(&Value::Int(i.into())));
+            assert_eq!(n.value(), Stored::Int(i.into()));
             // Key k got the deadline of the step j in {2k, 2k + 1} that is a multiple of 3.
             let want = [i * 2, i * 2 + 1]
                 .into_iter()
@@ -790,8 +814,11 @@ mod tests {
     enum Op {
         /// SET through the bytes path: a string of `len` copies of `b`, or an integer.
         SetStr(u8, usize, u8, Option<u64>),
-        /// SET through a `Value` (RDB load, RESTORE, INCRBYFLOAT).
-        SetValue(u8, usize, u8),
+        /// SET through a `Value` (RDB load, RESTORE), or (`true`) a string that stays a string
+        /// even when it reads as a number (INCRBYFLOAT's `embstr`).
+        SetValue(u8, usize, u8, bool),
+        /// INCRBY through `update_int`, else `get_mut`.
+        Incr(u8, i64),
         /// APPEND `n` bytes in place (through `get_mut`).
         Append(u8, usize),
         /// Sets or clears a deadline.
@@ -812,7 +839,9 @@ mod tests {
         prop_oneof![
             (0..6u8, len.clone(), any::<u8>(), at.clone())
                 .prop_map(|(k, n, b, t)| Op::SetStr(k, n, b, t)),
-            (0..6u8, len, any::<u8>()).prop_map(|(k, n, b)| Op::SetValue(k, n, b)),
+            (0..6u8, len, any::<u8>(), any::<bool>())
+                .prop_map(|(k, n, b, s)| Op::SetValue(k, n, b, s)),
+            (0..6u8, any::<i64>()).prop_map(|(k, by)| Op::Incr(k, by)),
             (0..6u8, 0..30usize).prop_map(|(k, n)| Op::Append(k, n)),
             (0..6u8, at).prop_map(|(k, t)| Op::Expire(k, t)),
             (0..6u8).prop_map(Op::Remove),
@@ -834,8 +863,10 @@ mod tests {
         #[test]
         fn strings_match_a_model(ops in proptest::collection::vec(op(), 1..120)) {
             let mut ks = Keyspace::new();
-            let mut model: std::collections::HashMap<Vec<u8>, (Vec<u8>, Option<u64>)> =
+            // Bytes, deadline, and whether OBJECT ENCODING says int.
+            let mut model: std::collections::HashMap<Vec<u8>, (Vec<u8>, Option<u64>, bool)> =
                 Default::default();
+            let int = |v: &[u8]| crate::num::canonical_int(v).is_some();
             let now = 0;
             for op in ops {
                 match op {
@@ -843,13 +874,44 @@ mod tests {
                         let v = text(n, b);
                         let ttl = t.map_or(Ttl::Clear, Ttl::At);
                         ks.set_str(&[k], &v, ttl, now);
-                        model.insert(vec![k], (v, t));
+                        let i = int(&v);
+                        model.insert(vec![k], (v, t, i));
                     }
-                    Op::SetValue(k, n, b) => {
+                    Op::SetValue(k, n, b, string) => {
                         let v = text(n, b);
-                        ks.set(&[k], Value::from_bytes(&v), Ttl::Keep, now);
+                        let value = if string { Value::string(&v) } else { Value::from_bytes(&v) };
+                        ks.set(&[k], value, Ttl::Keep, now);
                         let at = model.get(&vec![k]).and_then(|e| e.1);
-                        model.insert(vec![k], (v, at));
+                        let i = !string && int(&v);
+                        model.insert(vec![k], (v, at, i));
+                    }
+                    Op::Incr(k, by) => {
+                        let add = |cur: i64| cur.checked_add(by).ok_or(());
+                        let got = match ks.update_int(&[k], now, add) {
+                            Some(r) => r.ok(),
+                            None => match ks.get_mut(&[k], now) {
+                                None => {
+                                    ks.insert_absent(&[k], Value::Int(by), Ttl::Clear);
+                                    Some(by)
+                                }
+                                Some(v) => {
+                                    let cur = v.as_str(&mut itoa::Buffer::new()).and_then(crate::num::canonical_int);
+                                    match cur.and_then(|c| c.checked_add(by)) {
+                                        Some(new) => {
+                                            *v = Value::Int(new);
+                                            Some(new)
+                                        }
+                                        None => None,
+                                    }
+                                }
+                            },
+                        };
+                        let e = model.entry(vec![k]).or_insert((b"0".to_vec(), None, true));
+                        let want = crate::num::canonical_int(&e.0).and_then(|c| c.checked_add(by));
+                        proptest::prop_assert_eq!(got, want);
+                        if let Some(new) = want {
+                            *e = (new.to_string().into_bytes(), e.1, true);
+                        }
                     }
                     Op::Append(k, n) => {
                         if let Some(v) = ks.get_mut(&[k], now).and_then(Value::make_raw) {
@@ -857,6 +919,7 @@ mod tests {
                         }
                         if let Some(e) = model.get_mut(&vec![k]) {
                             e.0.extend(std::iter::repeat_n(b'+', n));
+                            e.2 = false;
                         }
                     }
                     Op::Expire(k, t) => {
@@ -878,7 +941,7 @@ mod tests {
                     ks.expires_len(),
                     model.values().filter(|e| e.1.is_some()).count()
                 );
-                for (k, (v, at)) in &model {
+                for (k, (v, at, is_int)) in &model {
                     let n = ks.peek(k, now);
                     proptest::prop_assert!(n.is_some());
                     let Some(n) = n else { continue };
@@ -886,14 +949,14 @@ mod tests {
                     proptest::prop_assert_eq!(n.value().as_str(&mut buf), Some(&v[..]));
                     proptest::prop_assert_eq!(n.expire_at(), *at);
                     proptest::prop_assert_eq!(n.key(), &k[..]);
-                    // What is held in the node is a string created whole that fits.
+                    // What is held in the node is an integer or a string created whole that
+                    // fits; appended strings are `raw`.
                     if n.holds_string() {
                         proptest::prop_assert!(v.len() <= EMB_STR_MAX);
-                        proptest::prop_assert!(crate::num::canonical_int(v).is_none());
                     }
                     let enc = n.value().encoding();
-                    let int = crate::num::canonical_int(v).is_some();
-                    proptest::prop_assert!(enc == "raw" || (enc == "int") == int, "{enc}");
+                    proptest::prop_assert_eq!(enc == "int", *is_int, "{}", enc);
+                    proptest::prop_assert_eq!(n.holds_string(), matches!(n.value(), Stored::Str(_) | Stored::Int(_)));
                 }
             }
         }

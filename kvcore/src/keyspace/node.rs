@@ -15,13 +15,15 @@
 //! The key always starts at offset 16, so reading it (every chain step of a lookup) is a load
 //! of `meta` and no branch on the form. `slot` is the 8-byte deadline, present only when the
 //! SLOT bit is set (keys without a TTL carry none). The lengths field is the key length in the
-//! usual form (37 bits), and in the embedded form the key length (15 bits) then the string's
-//! (22 bits).
+//! usual form (37 bits), and in the embedded form the key length (15 bits), the string's
+//! (21 bits), then the INT bit: the 8 bytes after the key are then an `i64` (native order), a
+//! string stored as an integer (the `int` encoding).
 //!
 //! The *embedded* form exists only in the main dict (`T = Value`): a string value created whole
 //! (SET, MSET ...) lives in the key's own block, after the key, instead of in a `Value` that
 //! points to a second allocation. A 16-byte key with a 64-byte value then costs one 96-byte
-//! block, where the usual form costs a 56-byte node plus a 64-byte value. Commands that change
+//! block, where the usual form costs a 56-byte node plus a 64-byte value; an integer takes 8
+//! bytes instead of a 24-byte `Value`. Commands that change
 //! a string in place (APPEND, SETRANGE, SETBIT ...) get the usual form back first
 //! ([`crate::keyspace::Keyspace::get_mut`]), as Redis turns an `embstr` into a `raw` string.
 //!
@@ -51,8 +53,8 @@ const EMB_BIT: usize = 2;
 const LEN_SHIFT: u32 = 2;
 /// Where the 24-bit access field starts in `meta` (Redis's `lru` bits of an object).
 const ACCESS_SHIFT: u32 = 40;
-/// Longest key the usual form describes (37 bits; Redis caps keys at 512 MB).
-const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 1 - LEN_SHIFT)) - 1;
+/// Longest key the usual form describes (36 bits; Redis caps keys at 512 MB).
+const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 2 - LEN_SHIFT)) - 1;
 /// Bits of the key length in the embedded form.
 const EMB_KEY_BITS: u32 = 15;
 /// Longest key an embedded node holds.
@@ -60,7 +62,9 @@ pub const EMB_KEY_MAX: usize = (1 << EMB_KEY_BITS) - 1;
 /// Longest string an embedded node holds. Longer strings take a separate allocation, whose
 /// cost beside them is small (the bits would allow up to 4 MiB).
 pub const EMB_STR_MAX: usize = 4096;
-const EMB_STR_MASK: usize = (1 << (ACCESS_SHIFT - 1 - LEN_SHIFT - EMB_KEY_BITS)) - 1;
+const EMB_STR_MASK: usize = (1 << (ACCESS_SHIFT - 2 - LEN_SHIFT - EMB_KEY_BITS)) - 1;
+/// `meta` bit, in the embedded form: the bytes are an `i64`.
+const INT_BIT: usize = 1 << (ACCESS_SHIFT - 2);
 const _: () = assert!(EMB_STR_MAX <= EMB_STR_MASK);
 /// `meta` bit: the snapshot mark (whether the running snapshot has this key already).
 const MARK_BIT: usize = 1 << (ACCESS_SHIFT - 1);
@@ -235,6 +239,12 @@ impl<T> Packed<T> {
         self.meta & EMB_BIT != 0
     }
 
+    /// Whether the node is in the embedded form holding an integer.
+    #[inline]
+    fn is_int(&self) -> bool {
+        self.meta & (EMB_BIT | INT_BIT) == EMB_BIT | INT_BIT
+    }
+
     /// The payload, if the node is in the usual form.
     #[inline]
     fn payload(&self) -> Option<&T> {
@@ -289,7 +299,34 @@ impl KeyNode {
     pub fn value(&self) -> Stored<'_> {
         match self.payload() {
             Some(v) => Stored::Value(v),
+            None if self.is_int() => Stored::Int(self.int()),
             None => Stored::Str(self.embedded()),
+        }
+    }
+
+    /// The embedded integer (0 unless the node holds one).
+    #[inline]
+    fn int(&self) -> i64 {
+        match self.embedded().first_chunk::<8>() {
+            Some(b) if self.is_int() => i64::from_ne_bytes(*b),
+            _ => 0,
+        }
+    }
+
+    /// Stores `i` in place if the node holds an integer itself; whether it did.
+    #[inline]
+    pub(crate) fn set_int(&mut self, i: i64) -> bool {
+        let (k, int) = (key_len(self.meta), self.is_int());
+        match self
+            .tail
+            .get_mut(k..)
+            .and_then(|t| t.first_chunk_mut::<8>())
+        {
+            Some(b) if int => {
+                *b = i.to_ne_bytes();
+                true
+            }
+            _ => false,
         }
     }
 
@@ -316,17 +353,18 @@ impl KeyNode {
         }
     }
 
-    /// The embedded string's bytes, to overwrite in place, if the node holds `len` of them.
+    /// The embedded string's bytes, to overwrite in place, if the node holds `len` of them
+    /// (a string, not an integer).
     #[inline]
     pub(crate) fn embedded_mut(&mut self, len: usize) -> Option<&mut [u8]> {
         let (k, n) = (key_len(self.meta), emb_len(self.meta));
-        if !self.is_embedded() || n != len {
+        if !self.is_embedded() || self.is_int() || n != len {
             return None;
         }
         self.tail.get_mut(k..k + n)
     }
 
-    /// Whether the node holds its string itself (the embedded form).
+    /// Whether the node holds its string itself (the embedded form: bytes or an integer).
     #[inline]
     pub(crate) fn holds_string(&self) -> bool {
         self.is_embedded()
@@ -474,6 +512,10 @@ impl Thin<Value> {
     /// (`embstr`, or a longer string of at most [`EMB_STR_MAX`] bytes) is embedded.
     pub fn with_access(key: &[u8], value: Value, deadline: u64, access: u32) -> Node {
         match &value {
+            Value::Int(i) => match Self::embed_int(key, *i, deadline, access) {
+                Some(n) => n,
+                None => Self::build(key, value, deadline, access),
+            },
             Value::Inline(s) => match Self::embed(key, s, deadline, access) {
                 Some(n) => n,
                 None => Self::build(key, value, deadline, access),
@@ -490,12 +532,35 @@ impl Thin<Value> {
     /// [`Value::from_bytes`] decides), without building a `Value` for it first.
     pub fn with_bytes(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Node {
         if let Some(i) = crate::num::canonical_int(s) {
-            return Self::build(key, Value::Int(i), deadline, access);
+            return match Self::embed_int(key, i, deadline, access) {
+                Some(n) => n,
+                None => Self::build(key, Value::Int(i), deadline, access),
+            };
         }
+        Self::with_str(key, s, deadline, access)
+    }
+
+    /// A new unlinked node holding the string `s` as a string (never `int`: an `embstr` that
+    /// reads as a number stays one), embedded when it fits.
+    pub(crate) fn with_str(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Node {
         match Self::embed(key, s, deadline, access) {
             Some(n) => n,
             None => Self::build(key, Value::string(s), deadline, access),
         }
+    }
+
+    /// A node of the embedded form holding the integer `i`, if the key fits it.
+    fn embed_int(key: &[u8], i: i64, deadline: u64, access: u32) -> Option<Node> {
+        let n = Self::embed(key, &i.to_ne_bytes(), deadline, access)?;
+        Some(Self::flagged_int(n))
+    }
+
+    /// `n` with the INT bit set (its 8 embedded bytes being an `i64`).
+    fn flagged_int(n: Node) -> Node {
+        // SAFETY: `n` is a live node owned here; setting a flag bit of `meta` that does not
+        // change the tail's length (the INT bit is outside the lengths) keeps its layout.
+        unsafe { (*n.0.as_ptr()).meta |= INT_BIT };
+        n
     }
 
     /// A node of the embedded form holding the string `s`, if the key and `s` fit it.
@@ -503,7 +568,7 @@ impl Thin<Value> {
         if key.len() > EMB_KEY_MAX || s.len() > EMB_STR_MAX {
             return None;
         }
-        let lengths = s.len() << EMB_KEY_BITS | key.len();
+        let lengths = (s.len() << EMB_KEY_BITS) | key.len();
         let meta = meta_of(access, lengths, true, deadline != 0);
         let (p, t) = Self::alloc(meta, key, deadline);
         // SAFETY: the embedded form's tail holds the key, then `s.len()` bytes, then the slot:
@@ -531,7 +596,11 @@ impl Thin<Value> {
             return self;
         }
         let (access, mark, at) = (self.access(), self.mark(), self.deadline());
-        let mut n = Self::build(self.key(), Value::string(self.embedded()), at, access);
+        let v = match self.value() {
+            Stored::Int(i) => Value::Int(i),
+            _ => Value::string(self.embedded()),
+        };
+        let mut n = Self::build(self.key(), v, at, access);
         n.set_mark(mark);
         n
     }
@@ -539,7 +608,7 @@ impl Thin<Value> {
     /// Frees the node and returns its value (an embedded string as a [`Value`]) and raw
     /// deadline (0 = none). The node must be unlinked.
     pub fn into_parts(self) -> (Value, u64) {
-        let (v, at) = self.take_payload(|n| Some(Value::string(n.embedded())));
+        let (v, at) = self.take_payload(|n| Some(n.value().to_value()));
         (v.unwrap_or(Value::Int(0)), at)
     }
 }
@@ -671,11 +740,12 @@ mod tests {
         for len in [0usize, 1, 7, 8, 9, 100, 1000] {
             let key: Vec<u8> = (0..len).map(|i| i as u8).collect();
             for at in [0u64, 1, u64::MAX] {
-                let mut n: Node = Thin::with_access(&key, Value::Int(len as i64), at, 0);
+                let raw = || Value::Raw(Box::new(vec![b'r'; len]));
+                let mut n: Node = Thin::with_access(&key, raw(), at, 0);
                 assert_eq!(n.key(), &key[..]);
                 assert_eq!(Link::key(&n), &key[..]);
                 assert_eq!(n.deadline(), at);
-                assert_eq!(n.obj(), Some(&Value::Int(len as i64)));
+                assert_eq!(n.obj(), Some(&raw()));
                 assert_eq!(
                     std::mem::size_of_val::<KeyNode>(&n),
                     layout(value_offset::<Value>(len) + 24 + if at != 0 { 8 } else { 0 }).size()
@@ -749,8 +819,37 @@ mod tests {
             }
         }
         // Canonical integers keep the int encoding; other strings are embedded.
-        let n = Node::with_bytes(b"k", b"12345", 0, 0);
-        assert_eq!(n.obj(), Some(&Value::Int(12345)));
+        for (i, at) in [(12345, 0), (i64::MIN, 9), (-1, 0), (i64::MAX, 1)] {
+            let s = i.to_string();
+            let mut n = Node::with_bytes(&[b'k'; 16], s.as_bytes(), at, 0);
+            assert_eq!(
+                (n.value(), n.obj(), n.holds_string()),
+                (Stored::Int(i), None, true)
+            );
+            assert_eq!((n.value().encoding(), n.deadline()), ("int", at));
+            assert_eq!(
+                n.value().as_str(&mut itoa::Buffer::new()),
+                Some(s.as_bytes())
+            );
+            // 16 + 16-byte key + 8 (+ slot): no `Value`.
+            let slot = if at != 0 { 8 } else { 0 };
+            assert_eq!(std::mem::size_of_val::<KeyNode>(&n), 40 + slot);
+            // Stored in place; never through the string bytes.
+            assert!(n.embedded_mut(8).is_none());
+            assert!(n.set_int(7));
+            assert_eq!(n.value(), Stored::Int(7));
+            let u = n.unembedded();
+            assert_eq!((u.obj(), u.deadline()), (Some(&Value::Int(7)), at));
+            let n = Node::with_access(&[b'k'; 16], Value::Int(i), at, 0);
+            assert_eq!(n.into_parts(), (Value::Int(i), at));
+        }
+        // A string created as a string stays one, digits or not.
+        let mut n = Node::with_str(b"k", b"12345", 0, 0);
+        assert_eq!(
+            (n.value(), n.value().encoding()),
+            (Stored::Str(b"12345"), "embstr")
+        );
+        assert!(!n.set_int(1));
         let n = Node::with_bytes(b"k", b"012345", 0, 0);
         assert_eq!((n.holds_string(), n.value().encoding()), (true, "embstr"));
         let n = Node::with_access(b"k", Value::string(&[b'x'; 45]), 0, 0);
@@ -768,7 +867,10 @@ mod tests {
         assert_eq!(bytes_of(n.value()), b"x");
         let n = n.remade(b"key", NewValue::Value(Value::Int(5)), 0);
         assert_eq!((n.access(), n.mark(), n.deadline()), (77, true, 0));
-        assert_eq!(n.obj(), Some(&Value::Int(5)));
+        assert_eq!(n.value(), Stored::Int(5));
+        let n = n.remade(b"key", NewValue::Value(Value::List(Default::default())), 3);
+        assert_eq!((n.access(), n.mark(), n.deadline()), (77, true, 3));
+        assert!(matches!(n.obj(), Some(Value::List(_))));
     }
 
     #[test]
@@ -779,7 +881,9 @@ mod tests {
                 for emb in [false, true] {
                     let mut n: Node = match emb {
                         true => Thin::with_bytes(&key, b"some string", at, ACCESS_MAX),
-                        false => Thin::with_access(&key, Value::Int(1), at, ACCESS_MAX),
+                        false => {
+                            Thin::with_access(&key, Value::List(Default::default()), at, ACCESS_MAX)
+                        }
                     };
                     assert_eq!(
                         (n.access(), n.key(), n.deadline()),
