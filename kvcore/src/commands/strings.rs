@@ -172,8 +172,12 @@ impl Db {
         let ks = &mut self.dbs[dbi];
         let add = |cur: i64| cur.checked_add(by).ok_or(OpError::Overflow);
         let r = match ks.update_int(key, now, add) {
-            Some(r) => r,
-            None => Self::incr_general(ks, key, by, now),
+            Some(Some(r)) => r,
+            None => {
+                ks.insert_absent(key, Value::Int(by), Ttl::Clear);
+                Ok(by)
+            }
+            Some(None) => Self::incr_general(ks, key, by, now),
         };
         if r.is_ok() {
             self.modified(class::STRING, "incrby", dbi, key);
@@ -181,7 +185,8 @@ impl Db {
         r
     }
 
-    /// INCRBY on a key that does not hold an integer in its node: missing, or a string.
+    /// INCRBY on a key that does not hold an integer in its node (a string, or another type;
+    /// or missing, if it expired since).
     fn incr_general(ks: &mut Keyspace, key: &[u8], by: i64, now: u64) -> OpResult<i64> {
         match ks.get_mut(key, now) {
             None => {

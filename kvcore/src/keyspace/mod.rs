@@ -329,24 +329,25 @@ impl Keyspace {
     }
 
     /// Changes in place the integer a live `key` holds in its node (INCR on a counter):
-    /// `Some` with `f`'s verdict, the new value stored when `Ok`; `None`, changing nothing,
-    /// when the key is missing or holds anything else (then take [`Keyspace::get_mut`]).
+    /// `Some(Some(verdict))` with `f`'s verdict, the new value stored when `Ok`; changing
+    /// nothing, `Some(None)` when the key holds anything else (then take
+    /// [`Keyspace::get_mut`]) and `None` when it is missing.
     pub fn update_int<E>(
         &mut self,
         key: &[u8],
         now: u64,
         f: impl FnOnce(i64) -> Result<i64, E>,
-    ) -> Option<Result<i64, E>> {
+    ) -> Option<Option<Result<i64, E>>> {
         self.main.rehash_step(REHASH_MOVES);
         let node = self.live_w(key, now)?;
         let Stored::Int(cur) = node.value() else {
-            return None;
+            return Some(None);
         };
         let r = f(cur);
         if let Ok(new) = r {
             node.set_int(new);
         }
-        Some(r)
+        Some(Some(r))
     }
 
     /// Whether `key` exists and is live.
@@ -888,8 +889,12 @@ mod tests {
                     Op::Incr(k, by) => {
                         let add = |cur: i64| cur.checked_add(by).ok_or(());
                         let got = match ks.update_int(&[k], now, add) {
-                            Some(r) => r.ok(),
-                            None => match ks.get_mut(&[k], now) {
+                            Some(Some(r)) => r.ok(),
+                            None => {
+                                ks.insert_absent(&[k], Value::Int(by), Ttl::Clear);
+                                Some(by)
+                            }
+                            Some(None) => match ks.get_mut(&[k], now) {
                                 None => {
                                     ks.insert_absent(&[k], Value::Int(by), Ttl::Clear);
                                     Some(by)
