@@ -90,7 +90,7 @@ impl Clone for HashTable {
         let mut t = HashTable::default();
         for e in self.dict.iter() {
             let at = e.expire_at().unwrap_or(0);
-            t.dict.insert_new(Thin::new(e.key(), e.value().clone(), at));
+            t.dict.insert_new(Thin::new_field(e.key(), e.value(), at));
         }
         t.ttl = self.ttl.clone();
         t
@@ -144,10 +144,8 @@ impl HashTable {
             self.ttl.remove(&(old, field.into()));
         }
         if !e.try_set_deadline(at) {
-            self.dict.replace_with(field, |old| {
-                let (value, _) = old.into_parts();
-                Thin::new(field, value, at)
-            });
+            self.dict
+                .replace_with(field, |old| Thin::new_field(field, old.value(), at));
         }
         if at != 0 {
             self.ttl.insert((at, field.into()));
@@ -291,14 +289,23 @@ impl Hash {
             }
             Hash::Table(t) => {
                 if let Some(e) = t.dict.get_mut(field) {
-                    *e.value_mut() = value.into();
+                    // In place when the node holds as many bytes; else a new node.
+                    let placed = e
+                        .embedded_mut(value.len())
+                        .map(|b| b.copy_from_slice(value));
+                    let had_ttl = e.expire_at().is_some();
+                    if placed.is_none() {
+                        let at = e.expire_at().unwrap_or(0);
+                        t.dict
+                            .replace_with(field, |_| Thin::new_field(field, value, at));
+                    }
                     // Overwriting a field clears its deadline.
-                    if e.expire_at().is_some() {
+                    if had_ttl {
                         t.set_deadline(field, 0);
                     }
                     return false;
                 }
-                t.dict.insert_new(Thin::new(field, value.into(), 0));
+                t.dict.insert_new(Thin::new_field(field, value, 0));
                 true
             }
         }
@@ -476,7 +483,7 @@ impl Hash {
             let mut it = lp.iter();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
                 t.dict
-                    .insert_new(Thin::new(&k.to_vec(), v.to_vec().into_boxed_slice(), 0));
+                    .insert_new(Thin::new_field(&k.to_vec(), &v.to_vec(), 0));
             }
             *self = Hash::Table(Box::new(t));
         }

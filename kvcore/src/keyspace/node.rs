@@ -131,7 +131,6 @@ fn layout(tail: usize) -> Layout {
 /// nodes may embed a string): their nodes hand out `&T` directly.
 pub trait Plain {}
 impl Plain for () {}
-impl Plain for Box<[u8]> {}
 #[cfg(test)]
 impl Plain for u8 {}
 #[cfg(test)]
@@ -239,6 +238,27 @@ impl<T> Packed<T> {
         self.meta & EMB_BIT != 0
     }
 
+    /// The embedded string's bytes (empty in the usual form).
+    #[inline]
+    fn embedded(&self) -> &[u8] {
+        let (k, n) = (key_len(self.meta), emb_len(self.meta));
+        match self.is_embedded() {
+            true => self.tail.get(k..k + n).unwrap_or_default(),
+            false => &[],
+        }
+    }
+
+    /// The embedded string's bytes, to overwrite in place, if the node holds `len` of them
+    /// (a string, not an integer).
+    #[inline]
+    pub(crate) fn embedded_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        let (k, n) = (key_len(self.meta), emb_len(self.meta));
+        if !self.is_embedded() || self.is_int() || n != len {
+            return None;
+        }
+        self.tail.get_mut(k..k + n)
+    }
+
     /// Whether the node is in the embedded form holding an integer.
     #[inline]
     fn is_int(&self) -> bool {
@@ -343,27 +363,6 @@ impl KeyNode {
         self.payload_mut()
     }
 
-    /// The embedded string's bytes (empty in the usual form).
-    #[inline]
-    fn embedded(&self) -> &[u8] {
-        let (k, n) = (key_len(self.meta), emb_len(self.meta));
-        match self.is_embedded() {
-            true => self.tail.get(k..k + n).unwrap_or_default(),
-            false => &[],
-        }
-    }
-
-    /// The embedded string's bytes, to overwrite in place, if the node holds `len` of them
-    /// (a string, not an integer).
-    #[inline]
-    pub(crate) fn embedded_mut(&mut self, len: usize) -> Option<&mut [u8]> {
-        let (k, n) = (key_len(self.meta), emb_len(self.meta));
-        if !self.is_embedded() || self.is_int() || n != len {
-            return None;
-        }
-        self.tail.get_mut(k..k + n)
-    }
-
     /// Whether the node holds its string itself (the embedded form: bytes or an integer).
     #[inline]
     pub(crate) fn holds_string(&self) -> bool {
@@ -439,6 +438,20 @@ impl<T> Thin<T> {
         }
     }
 
+    /// A node of the embedded form holding the string `s`, if the key and `s` fit it.
+    fn embed(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Option<Thin<T>> {
+        if key.len() > EMB_KEY_MAX || s.len() > EMB_STR_MAX {
+            return None;
+        }
+        let lengths = (s.len() << EMB_KEY_BITS) | key.len();
+        let meta = meta_of(access, lengths, true, deadline != 0);
+        let (p, t) = Self::alloc(meta, key, deadline);
+        // SAFETY: the embedded form's tail holds the key, then `s.len()` bytes, then the slot:
+        // the copy stays inside it.
+        unsafe { ptr::copy_nonoverlapping(s.as_ptr(), t.add(key.len()), s.len()) };
+        Some(Thin(p, PhantomData))
+    }
+
     /// A usual-form node holding `value`.
     fn build(key: &[u8], value: T, deadline: u64, access: u32) -> Thin<T> {
         assert!(key.len() <= KEY_LEN_MASK, "key too long for a key node");
@@ -499,6 +512,7 @@ impl<T: Plain> Thin<T> {
 
     /// Frees the node and returns its value and raw deadline (0 = none). The node must be
     /// unlinked (`next == None`, as the dict hands out removed entries).
+    #[cfg(test)]
     pub fn into_parts(self) -> (T, u64) {
         match self.take_payload(|_| None) {
             (Some(v), at) => (v, at),
@@ -563,20 +577,6 @@ impl Thin<Value> {
         n
     }
 
-    /// A node of the embedded form holding the string `s`, if the key and `s` fit it.
-    fn embed(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Option<Node> {
-        if key.len() > EMB_KEY_MAX || s.len() > EMB_STR_MAX {
-            return None;
-        }
-        let lengths = (s.len() << EMB_KEY_BITS) | key.len();
-        let meta = meta_of(access, lengths, true, deadline != 0);
-        let (p, t) = Self::alloc(meta, key, deadline);
-        // SAFETY: the embedded form's tail holds the key, then `s.len()` bytes, then the slot:
-        // the copy stays inside it.
-        unsafe { ptr::copy_nonoverlapping(s.as_ptr(), t.add(key.len()), s.len()) };
-        Some(Thin(p, PhantomData))
-    }
-
     /// The same key, deadline, access field and snapshot mark with another value (a new
     /// block; this one is freed).
     pub(crate) fn remade(self, key: &[u8], value: NewValue<'_>, deadline: u64) -> Node {
@@ -610,6 +610,29 @@ impl Thin<Value> {
     pub fn into_parts(self) -> (Value, u64) {
         let (v, at) = self.take_payload(|n| Some(n.value().to_value()));
         (v.unwrap_or(Value::Int(0)), at)
+    }
+}
+
+/// A big hash's field: the field name as the key, and the value's bytes held in the node when
+/// they fit (at most [`EMB_STR_MAX`]), else in a box.
+impl Packed<Box<[u8]>> {
+    /// The value's bytes.
+    #[inline]
+    pub fn value(&self) -> &[u8] {
+        match self.payload() {
+            Some(b) => b,
+            None => self.embedded(),
+        }
+    }
+}
+
+impl Thin<Box<[u8]>> {
+    /// A new unlinked field node holding `value`. `deadline` 0 means none.
+    pub fn new_field(field: &[u8], value: &[u8], deadline: u64) -> Self {
+        match Self::embed(field, value, deadline, 0) {
+            Some(n) => n,
+            None => Self::build(field, value.into(), deadline, 0),
+        }
     }
 }
 
@@ -915,17 +938,31 @@ mod tests {
                 let a = Thin::new(&key, 0xabu8, at);
                 let mut b = Thin::new(&key, 0xbeefu16, at);
                 let c = Thin::new(&key, (), at);
-                let d = Thin::new(&key, Box::<[u8]>::from(&b"field value"[..]), at);
+                let mut d = Thin::new_field(&key, b"field value", at);
+                let big = Thin::new_field(&key, &[b'v'; EMB_STR_MAX + 1], at);
                 assert_eq!((a.key(), b.key(), c.key()), (&key[..], &key[..], &key[..]));
                 assert_eq!(Link::key(&b), &key[..]);
                 assert_eq!((a.deadline(), b.deadline(), c.deadline()), (at, at, at));
                 assert_eq!((*a.value(), *b.value()), (0xab, 0xbeef));
                 *b.value_mut() = 7;
                 assert_eq!(*b.value(), 7);
-                assert_eq!(&**d.value(), b"field value");
-                assert_eq!(d.deadline(), at);
+                assert_eq!(d.value(), b"field value");
+                assert_eq!((d.deadline(), d.is_embedded()), (at, true));
+                assert_eq!(
+                    std::mem::size_of_val::<Packed<Box<[u8]>>>(&d),
+                    layout(len + 11 + if at != 0 { 8 } else { 0 }).size()
+                );
+                if let Some(b) = d.embedded_mut(11) {
+                    b.copy_from_slice(b"other value");
+                }
+                assert_eq!(d.value(), b"other value");
+                assert_eq!(
+                    (big.value(), big.deadline()),
+                    (&[b'v'; EMB_STR_MAX + 1][..], at)
+                );
+                assert!(!big.is_embedded());
                 assert_eq!(a.into_parts(), (0xab, at));
-                drop((b, c, d));
+                drop((b, c, d, big));
             }
         }
     }
