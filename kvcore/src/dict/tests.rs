@@ -708,3 +708,19 @@ fn big_emptied_tables_go_to_the_retire_function() {
     assert_eq!(d.len() as u64, n);
     assert!((0..n).all(|i| d.get(&k(i)).is_some()));
 }
+
+#[test]
+fn key_eq_agrees_with_slice_equality() {
+    // Every length around the word paths, equal and differing in each single byte.
+    for len in 0..40usize {
+        let a: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+        assert!(key_eq(&a, &a.clone()));
+        for i in 0..len {
+            let mut b = a.clone();
+            b[i] ^= 0x20;
+            assert!(!key_eq(&a, &b), "len {len} byte {i}");
+        }
+        let longer = [&a[..], b"x"].concat();
+        assert!(!key_eq(&a, &longer) && !key_eq(&longer, &a));
+    }
+}
