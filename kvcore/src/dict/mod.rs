@@ -373,13 +373,7 @@ impl<L: Link> Dict<L> {
             }
         }
         if slot.as_ref().is_some_and(reform) {
-            if let Some(mut old) = slot.take() {
-                let next = old.next_mut().take();
-                let mut new = f(old);
-                debug_assert!(new.key() == key, "reform changed the key");
-                *new.next_mut() = next;
-                *slot = Some(new);
-            }
+            Self::reform_slot(slot, &mut self.len, key, f);
         }
         slot.as_mut().ok_or(None)
     }
@@ -447,16 +441,26 @@ impl<L: Link> Dict<L> {
         self.step(REHASH_MOVES);
         let h = self.hash(key);
         let slot = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?;
-        let mut old = slot.take()?;
+        Self::reform_slot(slot, &mut self.len, key, f);
+        slot.as_mut()
+    }
+
+    /// Replaces the entry in `slot` (if any) by `f(entry)`, which gets it unlinked and must
+    /// return an unlinked entry with the same key; the chain is relinked after it. While `f`
+    /// runs the entry is out of the dict (unlinked and not counted in `len`), so a panic in
+    /// `f` loses only that entry.
+    fn reform_slot(slot: &mut Option<L>, len: &mut usize, key: &[u8], f: impl FnOnce(L) -> L) {
+        let Some(mut old) = slot.take() else {
+            return;
+        };
         *slot = old.next_mut().take();
-        self.len -= 1;
+        *len -= 1;
         let mut new = f(old);
-        debug_assert!(new.key() == key, "replace_with changed the key");
-        debug_assert!(new.next().is_none(), "replace_with returned a linked entry");
+        debug_assert!(new.key() == key, "reform changed the key");
+        debug_assert!(new.next().is_none(), "reform returned a linked entry");
         *new.next_mut() = slot.take();
         *slot = Some(new);
-        self.len += 1;
-        slot.as_mut()
+        *len += 1;
     }
 
     /// Keeps only the entries for which `f` returns true. Visits every bucket: O(size + len).

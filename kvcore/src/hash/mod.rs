@@ -144,8 +144,7 @@ impl HashTable {
             self.ttl.remove(&(old, field.into()));
         }
         if !e.try_set_deadline(at) {
-            self.dict
-                .replace_with(field, |old| Thin::new_field(field, old.value(), at));
+            self.dict.replace_with(field, |old| old.reslotted(at));
         }
         if at != 0 {
             self.ttl.insert((at, field.into()));

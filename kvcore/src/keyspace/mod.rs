@@ -48,16 +48,6 @@ pub const LOG_EXPIRED: u8 = 1;
 /// [`Keyspace::log_mask`] bit: log keys created.
 pub const LOG_NEW: u8 = 2;
 
-/// Whether a node would hold `v` itself (an integer, or a string created whole, short
-/// enough).
-fn embeddable(v: &Value) -> bool {
-    match v {
-        Value::Int(_) | Value::Inline(_) => true,
-        Value::Str(s) => s.len() <= EMB_STR_MAX,
-        _ => false,
-    }
-}
-
 /// Keys sampled per active-expire round (Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP).
 pub const EXPIRE_SAMPLE: usize = 20;
 
@@ -393,7 +383,7 @@ impl Keyspace {
                     .is_some(),
             },
             NewValue::Value(Value::Int(i)) => node.set_int(*i),
-            NewValue::Value(v) => !node.holds_string() && !embeddable(v),
+            NewValue::Value(v) => !node.holds_string() && !Node::embeds(key, v),
         };
         if placed && node.try_set_deadline(new) {
             if let (NewValue::Value(v), Some(slot)) = (value, node.obj_mut()) {
@@ -434,19 +424,7 @@ impl Keyspace {
     /// Rebuilds the node of a present key with a deadline slot holding `at` (its chain position
     /// kept). Leaves `expires` to the caller.
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
-        self.main.replace_with(key, |n| {
-            let (access, mark) = (n.access(), n.mark());
-            let mut new = match n.value() {
-                Stored::Str(s) => Node::with_str(key, s, at, access),
-                Stored::Int(i) => Node::with_access(key, Value::Int(i), at, access),
-                Stored::Value(_) => {
-                    let (value, _) = n.into_parts();
-                    Node::with_access(key, value, at, access)
-                }
-            };
-            new.set_mark(mark);
-            new
-        });
+        self.main.replace_with(key, |n| n.reslotted(at));
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).

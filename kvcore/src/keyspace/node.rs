@@ -479,28 +479,57 @@ impl<T> Thin<T> {
             as *mut Packed<T>
     }
 
-    /// Frees the node and returns its payload (`None` in the embedded form, whose bytes go
-    /// with it) and raw deadline (0 = none). The node must be unlinked (`next == None`, as
+    /// Frees the node and returns its payload (in the embedded form, what `embedded` makes of
+    /// the node) and raw deadline (0 = none). The node must be unlinked (`next == None`, as
     /// the dict hands out removed entries).
-    fn take_payload(self, keep: impl FnOnce(&Packed<T>) -> Option<T>) -> (Option<T>, u64) {
+    fn take_payload(self, embedded: impl FnOnce(&Packed<T>) -> T) -> (T, u64) {
         debug_assert!(self.next.is_none(), "into_parts of a linked node");
         let deadline = self.deadline();
         let this = ManuallyDrop::new(self);
         let fat = this.raw();
         // SAFETY: `fat` covers the whole live block (see `raw`). In the usual form the payload
-        // is moved out exactly once; `keep` only reads the node. The link is dropped in place
+        // is moved out exactly once; `embedded` only reads the node. The link is dropped in place
         // (`meta` and the tail bytes need no drop); then the block is freed with the layout it
         // was allocated with, and `this` is never used again (ManuallyDrop: no second drop).
         unsafe {
             let layout = Layout::for_value(&*fat);
             let value = match (*fat).payload() {
-                Some(v) => Some(ptr::read(v)),
-                None => keep(&*fat),
+                Some(v) => ptr::read(v),
+                None => embedded(&*fat),
             };
             ptr::drop_in_place(ptr::addr_of_mut!((*fat).next));
             alloc::dealloc(fat.cast::<u8>(), layout);
             (value, deadline)
         }
+    }
+}
+
+impl<T> Thin<T> {
+    /// The same node (key, form, value, access field, snapshot mark) with a deadline slot
+    /// holding `at`, in a new block; this one is freed. For a node without a slot, whose
+    /// deadline cannot be set in place. The node must be unlinked.
+    pub(crate) fn reslotted(self, at: u64) -> Thin<T> {
+        debug_assert!(self.next.is_none(), "reslotted of a linked node");
+        let old = ManuallyDrop::new(self);
+        let meta = old.meta | SLOT_BIT;
+        let k = key_len(meta);
+        // What lies between the key and the slot: the padding and the payload, or the bytes.
+        let body = tail_len::<T>(old.meta) - (old.meta & SLOT_BIT) * SLOT - k;
+        let (p, t) = Self::alloc(meta, old.key(), at);
+        let fat = old.raw();
+        // SAFETY: both blocks are live; the new tail has the same key length, form and body
+        // length as the old one (only the slot is added), so the copy of `body` bytes after the
+        // key stays inside both, and places the payload at the same, aligned offset: a bitwise
+        // move. The old block is then freed without dropping the payload it moved (only its
+        // link, `None`, is dropped), with the layout it was allocated with; `old` is not used
+        // again (ManuallyDrop: no second drop).
+        unsafe {
+            ptr::copy_nonoverlapping(old.tail.as_ptr().add(k), t.add(k), body);
+            let layout = Layout::for_value(&*fat);
+            ptr::drop_in_place(ptr::addr_of_mut!((*fat).next));
+            alloc::dealloc(fat.cast::<u8>(), layout);
+        }
+        Thin(p, PhantomData)
     }
 }
 
@@ -514,10 +543,7 @@ impl<T: Plain> Thin<T> {
     /// unlinked (`next == None`, as the dict hands out removed entries).
     #[cfg(test)]
     pub fn into_parts(self) -> (T, u64) {
-        match self.take_payload(|_| None) {
-            (Some(v), at) => (v, at),
-            (None, _) => unreachable!("embedded node of a plain payload"),
-        }
+        self.take_payload(|_| unreachable!("embedded node of a plain payload"))
     }
 }
 
@@ -525,21 +551,23 @@ impl Thin<Value> {
     /// A new unlinked node holding `value`, with the access field set. A string created whole
     /// (`embstr`, or a longer string of at most [`EMB_STR_MAX`] bytes) is embedded.
     pub fn with_access(key: &[u8], value: Value, deadline: u64, access: u32) -> Node {
-        match &value {
-            Value::Int(i) => match Self::embed_int(key, *i, deadline, access) {
-                Some(n) => n,
-                None => Self::build(key, value, deadline, access),
-            },
-            Value::Inline(s) => match Self::embed(key, s, deadline, access) {
-                Some(n) => n,
-                None => Self::build(key, value, deadline, access),
-            },
-            Value::Str(s) => match Self::embed(key, s, deadline, access) {
-                Some(n) => n,
-                None => Self::build(key, value, deadline, access),
-            },
-            _ => Self::build(key, value, deadline, access),
-        }
+        let embedded = match &value {
+            Value::Int(i) => Self::embed_int(key, *i, deadline, access),
+            Value::Inline(s) => Self::embed(key, s, deadline, access),
+            Value::Str(s) => Self::embed(key, s, deadline, access),
+            _ => None,
+        };
+        embedded.unwrap_or_else(|| Self::build(key, value, deadline, access))
+    }
+
+    /// Whether [`Thin::with_access`] embeds `value` under `key`.
+    pub(crate) fn embeds(key: &[u8], value: &Value) -> bool {
+        key.len() <= EMB_KEY_MAX
+            && match value {
+                Value::Int(_) | Value::Inline(_) => true,
+                Value::Str(s) => s.len() <= EMB_STR_MAX,
+                _ => false,
+            }
     }
 
     /// A new unlinked node holding the string `s` (`int` when canonical, as
@@ -556,7 +584,7 @@ impl Thin<Value> {
 
     /// A new unlinked node holding the string `s` as a string (never `int`: an `embstr` that
     /// reads as a number stays one), embedded when it fits.
-    pub(crate) fn with_str(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Node {
+    fn with_str(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Node {
         match Self::embed(key, s, deadline, access) {
             Some(n) => n,
             None => Self::build(key, Value::string(s), deadline, access),
@@ -608,8 +636,7 @@ impl Thin<Value> {
     /// Frees the node and returns its value (an embedded string as a [`Value`]) and raw
     /// deadline (0 = none). The node must be unlinked.
     pub fn into_parts(self) -> (Value, u64) {
-        let (v, at) = self.take_payload(|n| Some(n.value().to_value()));
-        (v.unwrap_or(Value::Int(0)), at)
+        self.take_payload(|n| n.value().to_value())
     }
 }
 
@@ -964,6 +991,47 @@ mod tests {
                 assert_eq!(a.into_parts(), (0xab, at));
                 drop((b, c, d, big));
             }
+        }
+    }
+
+    #[test]
+    fn reslotted_keeps_everything_and_adds_the_deadline() {
+        for klen in [0usize, 3, 8, 16, 300] {
+            let key: Vec<u8> = (0..klen).map(|i| (i * 5) as u8).collect();
+            let nodes: [Node; 4] = [
+                Node::with_bytes(&key, b"a string", 0, 0x1234),
+                Node::with_bytes(&key, b"-42", 0, 0x1234),
+                Node::with_access(&key, Value::Raw(Box::new(b"raw".to_vec())), 0, 0x1234),
+                Node::with_access(&key, Value::List(Default::default()), 0, 0x1234),
+            ];
+            for mut n in nodes {
+                n.set_mark(true);
+                let (form, encoding) = (n.holds_string(), n.value().encoding());
+                let text = n
+                    .value()
+                    .as_str(&mut itoa::Buffer::new())
+                    .map(<[u8]>::to_vec);
+                let size = std::mem::size_of_val::<KeyNode>(&n);
+                let m = n.reslotted(77);
+                assert_eq!(
+                    (m.key(), m.deadline(), m.access(), m.mark()),
+                    (&key[..], 77, 0x1234, true)
+                );
+                assert_eq!((m.holds_string(), m.value().encoding()), (form, encoding));
+                let mut buf = itoa::Buffer::new();
+                assert_eq!(m.value().as_str(&mut buf).map(<[u8]>::to_vec), text);
+                assert_eq!(
+                    std::mem::size_of_val::<KeyNode>(&m),
+                    layout(size - 16 + 8).size()
+                );
+            }
+            let f = Thin::new_field(&key, b"field value", 0).reslotted(5);
+            assert_eq!((f.value(), f.deadline()), (&b"field value"[..], 5));
+            let big = Thin::new_field(&key, &[b'v'; EMB_STR_MAX + 1], 0).reslotted(6);
+            assert_eq!(
+                (big.value(), big.deadline()),
+                (&[b'v'; EMB_STR_MAX + 1][..], 6)
+            );
         }
     }
 
