@@ -100,6 +100,7 @@ const DEBUG_NOT_ALLOWED: &[u8] = b"ERR DEBUG command not allowed. If the enable-
 
 impl Db {
     /// Whether `enable-debug-command` refuses this call (Redis's protected commands).
+    #[inline]
     pub fn protected_refused(&self, session: &Session, spec: &commands::CommandSpec) -> bool {
         spec.name == "debug"
             && match self.config.get("enable-debug-command") {

@@ -159,6 +159,9 @@ pub struct Telemetry {
     /// Where each command's counters are in `stats`, by the address of its spec (plain
     /// commands) or of its full name plus one (subcommands).
     cmds: hashbrown::HashMap<usize, usize, foldhash::fast::FixedState>,
+    /// The same for a plain command with a table id ([`CommandSpec::id`]), by id: one load
+    /// instead of a hash lookup per command (`u32::MAX`: none yet).
+    by_id: Vec<u32>,
     stats: Vec<CmdStat>,
     errors: BTreeMap<Vec<u8>, u64>,
     total_errors: u64,
@@ -285,12 +288,24 @@ impl Telemetry {
     /// The counters of `spec` (of its subcommand, for a container command such as CONFIG).
     /// One hash lookup for a plain command, two for a subcommand.
     fn stat(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) -> &mut CmdStat {
+        let id = usize::from(spec.id);
+        if let Some(&i) = self.by_id.get(id) {
+            if i != u32::MAX {
+                return &mut self.stats[i as usize];
+            }
+        }
         let i = self.slot(spec as *const CommandSpec as usize, || {
             let mut c = CmdStat::new(spec.name);
             c.container = crate::commands::docs::is_container(spec.name);
             c
         });
         if !self.stats[i].container {
+            if spec.id != crate::commands::NO_ID {
+                if self.by_id.len() <= id {
+                    self.by_id.resize(id + 1, u32::MAX);
+                }
+                self.by_id[id] = i as u32;
+            }
             return &mut self.stats[i];
         }
         let name = full_name(spec, args);
@@ -452,6 +467,7 @@ impl Telemetry {
     /// latency monitor keep theirs, as in Redis).
     pub fn reset_stats(&mut self) {
         self.cmds.clear();
+        self.by_id.clear();
         self.stats.clear();
         self.errors.clear();
         self.total_errors = 0;

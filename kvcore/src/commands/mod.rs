@@ -61,6 +61,7 @@ pub mod server_api {
     pub use super::server::ShardStats;
 }
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use crate::resp::ReplyWriter;
@@ -147,7 +148,14 @@ pub struct CommandSpec {
     pub key_step: i32,
     /// The handler.
     pub handler: Handler,
+    /// Position in the command table ([`all`]), for per-command counters kept in a plain
+    /// array. Set when the table is built: every spec [`lookup`] and [`all`] give has it;
+    /// [`NO_ID`] in a family's own rows.
+    pub id: u16,
 }
+
+/// [`CommandSpec::id`] of a row not taken from the table.
+pub const NO_ID: u16 = u16::MAX;
 
 impl CommandSpec {
     /// Whether `argc` arguments (name included) satisfy the arity.
@@ -195,6 +203,7 @@ macro_rules! cmd {
             last_key: $last,
             key_step: $step,
             handler: $h,
+            id: $crate::commands::NO_ID,
         }
     };
 }
@@ -319,7 +328,16 @@ fn slot_of(words: &[u64; WORDS], len: usize) -> usize {
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let specs: Vec<&'static CommandSpec> = families().collect();
+        // The table's own copies of the rows, numbered; they live as long as the process.
+        let rows: Vec<CommandSpec> = families()
+            .enumerate()
+            .map(|(i, s)| CommandSpec {
+                id: u16::try_from(i).expect("fewer commands than NO_ID"),
+                ..*s
+            })
+            .collect();
+        let rows: &'static [CommandSpec] = Box::leak(rows.into_boxed_slice());
+        let specs: Vec<&'static CommandSpec> = rows.iter().collect();
         let empty = Slot {
             words: [0; WORDS],
             len: 0,
@@ -345,21 +363,44 @@ fn table() -> &'static Table {
     })
 }
 
+/// A name of at most 16 bytes found last on this thread, as it was spelled (its raw words
+/// and length), and its row.
+type LastHit = Option<([u64; 2], usize, &'static CommandSpec)>;
+
+thread_local! {
+    /// [`lookup`]'s memory of its last hit. A pipeline mostly repeats one command, and the
+    /// table's slot is often out of the cache by the next batch (the kernel's network work
+    /// evicts it): comparing two words here skips the probe.
+    static LAST_HIT: Cell<LastHit> = const { Cell::new(None) };
+}
+
 /// Finds a command by name, case-insensitively.
 pub fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
-    if !(1..=MAX_NAME).contains(&name.len()) {
+    let n = name.len();
+    if !(1..=MAX_NAME).contains(&n) {
         return None;
+    }
+    // The same bytes and length as the last hit: the same command.
+    let raw = (n <= 16).then(|| two_words(name));
+    if let (Some(raw), Some((words, len, spec))) = (raw, LAST_HIT.get()) {
+        if raw == words && n == len {
+            return Some(spec);
+        }
     }
     let t = table();
     let words = name_words(name);
-    let mut at = slot_of(&words, name.len());
+    let mut at = slot_of(&words, n);
     loop {
         let slot = t.slots.get(at)?;
         if slot.spec == EMPTY {
             return None;
         }
-        if slot.words == words && slot.len as usize == name.len() {
-            return t.specs.get(slot.spec as usize).copied();
+        if slot.words == words && slot.len as usize == n {
+            let spec = t.specs.get(slot.spec as usize).copied()?;
+            if let Some(raw) = raw {
+                LAST_HIT.set(Some((raw, n, spec)));
+            }
+            return Some(spec);
         }
         at = (at + 1) % SLOTS;
     }
@@ -639,6 +680,36 @@ mod tests {
         assert_eq!(lookup(b"GeT").unwrap().name, "get");
         assert!(lookup(b"nosuchcommand").is_none());
         assert!(lookup(&[b'a'; 100]).is_none());
+    }
+
+    #[test]
+    fn the_last_hit_answers_only_its_own_spelling() {
+        // Every row, in two spellings, each looked up twice in a row (the second one answered
+        // by the last hit) and between lookups of other names, near misses among them: a
+        // name zero-padded to the last hit's words, a prefix, a longer name.
+        for spec in all() {
+            let upper = spec.name.to_ascii_uppercase();
+            for name in [spec.name.as_bytes(), upper.as_bytes()] {
+                for _ in 0..2 {
+                    assert!(std::ptr::eq(lookup(name).unwrap(), *spec), "{}", spec.name);
+                }
+                let mut padded = name.to_vec();
+                padded.push(0);
+                assert!(lookup(&padded).is_none(), "{}", spec.name);
+                let mut longer = name.to_vec();
+                longer.push(b'x');
+                if let Some(other) = lookup(&longer) {
+                    assert!(other
+                        .name
+                        .eq_ignore_ascii_case(std::str::from_utf8(&longer).unwrap()));
+                }
+                let shorter = &name[..name.len() - 1];
+                if let Some(other) = lookup(shorter) {
+                    assert!(other.name.as_bytes().eq_ignore_ascii_case(shorter));
+                }
+                assert!(std::ptr::eq(lookup(name).unwrap(), *spec), "{}", spec.name);
+            }
+        }
     }
 
     #[test]

@@ -824,7 +824,7 @@ impl<'a> Conn<'a> {
                 if keyed {
                     self.hops = 0;
                 }
-                self.after_session_change(args);
+                self.after_session_change(spec);
                 Some(if self.session.close_after_reply {
                     Step::Close
                 } else {
@@ -1014,7 +1014,7 @@ impl<'a> Conn<'a> {
                         self.out.splice(mark..mark, mail);
                     }
                 }
-                self.after_session_change(args);
+                self.after_session_change(spec);
                 if self.session.close_after_reply {
                     return Ok(Step::Close);
                 }
@@ -1770,10 +1770,11 @@ impl<'a> Conn<'a> {
     }
 
     /// Mirrors session changes that CLIENT LIST shows into the registry (rare commands only).
-    fn after_session_change(&self, args: &[&[u8]]) {
-        let name = args[0];
-        let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
-        if is("select") || is("reset") || is("hello") || is("client") || is("move") {
+    fn after_session_change(&self, spec: Option<&commands::CommandSpec>) {
+        if matches!(
+            spec.map(|s| s.name),
+            Some("select" | "reset" | "hello" | "client" | "move")
+        ) {
             self.mirror_session();
         }
     }
