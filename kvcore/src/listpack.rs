@@ -430,6 +430,7 @@ impl<const BACK: bool> Listpack<BACK> {
         self.buf.len()
     }
 
+    #[inline]
     fn header_count(&self) -> u16 {
         u16::from_le_bytes([self.buf[4], self.buf[5]])
     }
@@ -445,11 +446,18 @@ impl<const BACK: bool> Listpack<BACK> {
     }
 
     /// Number of entries.
+    #[inline]
     pub fn len(&self) -> usize {
         match self.header_count() {
-            COUNT_UNKNOWN => self.iter().count(),
+            COUNT_UNKNOWN => self.count_slowly(),
             c => usize::from(c),
         }
+    }
+
+    /// The count of a listpack of 65535 entries or more, which its header does not hold.
+    #[cold]
+    fn count_slowly(&self) -> usize {
+        self.iter().count()
     }
 
     /// Whether there are no entries.
