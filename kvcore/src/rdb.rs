@@ -229,9 +229,9 @@ impl Writer {
                 }
             }
             Value::Set(s) => match s {
-                Set::Small(lp) if intset::is_intset(lp.as_bytes()) => {
+                Set::Small(lp) if intset::is_intset(lp.raw_bytes()) => {
                     self.out.push(TYPE_SET_INTSET);
-                    self.string(lp.as_bytes());
+                    self.string(lp.raw_bytes());
                 }
                 _ => {
                     // Version 10 has no listpack sets: members one by one.

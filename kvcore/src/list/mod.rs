@@ -70,6 +70,14 @@ impl Limits {
         }
     }
 
+    /// The bytes a node may grow to (its room included).
+    fn node_bytes(self) -> usize {
+        match self.caps() {
+            (usize::MAX, _) => SIZE_SAFETY_LIMIT,
+            (max_bytes, _) => max_bytes,
+        }
+    }
+
     /// Whether an element of `len` bytes is too large to share a node.
     fn is_large(self, len: usize) -> bool {
         if self.packed_threshold != PACKED_THRESHOLD {
@@ -85,7 +93,7 @@ impl Limits {
     fn allows(self, node: &Listpack, len: usize) -> bool {
         !self.is_large(len)
             && !is_plain(self, node)
-            && !self.exceeds(node.heap_bytes() + len + ENTRY_OVERHEAD, node.len() + 1)
+            && !self.exceeds(node.byte_len() + len + ENTRY_OVERHEAD, node.len() + 1)
     }
 
     /// Whether one listpack of `bytes` and `count` entries may stay the whole list when
@@ -116,11 +124,23 @@ pub enum List {
     Quick(Box<QuickList>),
 }
 
-/// A deque of listpack nodes, none empty.
-#[derive(Clone, Debug, PartialEq, Default)]
+/// A deque of listpack nodes, none empty. The end nodes may keep room for pushes (see
+/// [`Listpack::push_in_room`]); equality compares the elements.
+#[derive(Clone, Debug, Default)]
 pub struct QuickList {
     nodes: VecDeque<Listpack>,
     len: usize,
+}
+
+impl PartialEq for QuickList {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len
+            && self
+                .nodes
+                .iter()
+                .map(Listpack::as_bytes)
+                .eq(other.nodes.iter().map(Listpack::as_bytes))
+    }
 }
 
 impl Default for List {
@@ -243,9 +263,10 @@ impl List {
             let fits = q
                 .nodes
                 .front()
-                .is_none_or(|n| limits.fits_one(n.heap_bytes(), n.len(), shrinking));
+                .is_none_or(|n| limits.fits_one(n.byte_len(), n.len(), shrinking));
             if fits {
-                let lp = q.nodes.pop_front().unwrap_or_default();
+                let mut lp = q.nodes.pop_front().unwrap_or_default();
+                lp.trim();
                 *self = List::Pack(lp);
             }
         }
@@ -255,7 +276,7 @@ impl List {
     pub fn push(&mut self, limits: Limits, items: &[&[u8]], front: bool) {
         if let List::Pack(lp) = self {
             let add: usize = items.iter().map(|i| i.len()).sum();
-            if !limits.exceeds(lp.heap_bytes() + add, lp.len() + items.len()) {
+            if !limits.exceeds(lp.byte_len() + add, lp.len() + items.len()) {
                 for it in items {
                     if front {
                         lp.push_front(it);
@@ -364,7 +385,7 @@ impl List {
             return false;
         }
         if let List::Pack(lp) = self {
-            if limits.exceeds(lp.heap_bytes() + value.len(), lp.len()) {
+            if limits.exceeds(lp.byte_len() + value.len(), lp.len()) {
                 self.quick();
             }
         }
@@ -474,7 +495,7 @@ impl List {
         };
         let at = if before { i } else { i + 1 };
         if let List::Pack(lp) = self {
-            if !limits.exceeds(lp.heap_bytes() + value.len(), lp.len() + 1) {
+            if !limits.exceeds(lp.byte_len() + value.len(), lp.len() + 1) {
                 let p = lp.seek(at as i64).unwrap_or(lp.end());
                 lp.insert_at(p, &[value]);
                 return true;
@@ -562,13 +583,13 @@ impl QuickList {
         };
         match end {
             Some(n) if limits.allows(n, value.len()) => {
-                if front {
-                    n.push_front(value);
-                } else {
-                    n.push_back(value);
-                }
+                n.push_in_room(value, front, limits.node_bytes());
             }
-            _ => {
+            end => {
+                // The old end is inside the list from now on: it keeps no room.
+                if let Some(old) = end {
+                    old.trim();
+                }
                 let n = Listpack::from_items([value]);
                 if front {
                     self.nodes.push_front(n);
@@ -595,7 +616,7 @@ impl QuickList {
         };
         let mut buf = itoa::Buffer::new();
         f(n.get(p).bytes(&mut buf));
-        n.delete(p, 1);
+        n.delete_in_room(p, 1);
         if n.is_empty() {
             if front {
                 self.nodes.pop_front();
@@ -627,7 +648,7 @@ impl QuickList {
             n.replace(p, value);
         }
         // A large replacement may take the node past its limit: split it around the element.
-        if n.len() > 1 && limits.exceeds(n.heap_bytes(), n.len()) {
+        if n.len() > 1 && limits.exceeds(n.byte_len(), n.len()) {
             self.split(k, at);
             let (k, at) = self.find(i);
             if at + 1 < self.nodes[k].len() {

@@ -116,8 +116,8 @@ enum Small<'a> {
 }
 
 fn small(lp: &Listpack) -> Small<'_> {
-    if intset::is_intset(lp.as_bytes()) {
-        Small::Ints(lp.as_bytes())
+    if intset::is_intset(lp.raw_bytes()) {
+        Small::Ints(lp.raw_bytes())
     } else {
         Small::Pack(lp)
     }
@@ -242,7 +242,7 @@ impl Set {
                 true
             }
             Set::Small(lp) => {
-                if intset::is_intset(lp.as_bytes()) {
+                if intset::is_intset(lp.raw_bytes()) {
                     let mut blob = std::mem::take(lp).into_raw();
                     let added = match as_int(m) {
                         Some(v) => {
@@ -294,7 +294,7 @@ impl Set {
         match self {
             Set::Table(t) => t.dict.remove(m).is_some(),
             Set::Small(lp) => {
-                if intset::is_intset(lp.as_bytes()) {
+                if intset::is_intset(lp.raw_bytes()) {
                     let Some(v) = as_int(m) else {
                         return false;
                     };
