@@ -55,8 +55,8 @@ pub struct Session {
     /// `lap`, and takes a `lap` it finds as the next command's start, so that a command costs
     /// one clock read instead of two. Its measured time then also covers the parsing of its
     /// own request (a few hundred nanoseconds at most). The host clears `lap` wherever it
-    /// waits between commands.
-    pub lap: Option<quanta::Instant>,
+    /// waits between commands. The time is a [`crate::clock::ticks`] reading.
+    pub lap: Option<u64>,
     /// See `lap`.
     pub lapping: bool,
 }
@@ -554,7 +554,7 @@ impl Db {
             self.set_no_touch(no_touch);
         }
         let start =
-            (!session.internal).then(|| session.lap.take().unwrap_or_else(quanta::Instant::now));
+            (!session.internal).then(|| session.lap.take().unwrap_or_else(crate::clock::ticks));
         let dbi = session.db;
         // A replica's own client (not a step of another command) does not see expired keys.
         let hide = self.replica && !session.master && !session.internal;
@@ -579,11 +579,11 @@ impl Db {
             }
         }
         if let Some(start) = start {
-            let end = quanta::Instant::now();
+            let end = crate::clock::ticks();
             if session.lapping {
                 session.lap = Some(end);
             }
-            let nanos = end.saturating_duration_since(start).as_nanos() as u64;
+            let nanos = crate::clock::nanos_between(start, end);
             let failed = out.get(mark) == Some(&b'-');
             self.record(
                 spec,
