@@ -41,8 +41,11 @@ pub struct CmdStat {
     pub rejected: u64,
     /// Calls that ran and answered an error.
     pub failed: u64,
-    /// Latency distribution in ns, once `latency-tracking` saw a call.
+    /// Latency distribution in ns, once `latency-tracking` saw a call (in a snapshot taken
+    /// with histograms; the live counters keep `counts`).
     pub hist: Option<Box<Histogram<u64>>>,
+    /// The live latency distribution: calls per bucket of that histogram.
+    counts: Option<Box<[u64]>>,
     /// A container command: its subcommands count, not itself.
     container: bool,
 }
@@ -56,6 +59,7 @@ impl CmdStat {
             rejected: 0,
             failed: 0,
             hist: None,
+            counts: None,
             container: false,
         }
     }
@@ -75,6 +79,40 @@ impl CmdStat {
             }
         }
     }
+}
+
+/// Buckets of [`new_histogram`]: 23 powers of two of 128 sub-buckets each, and the first
+/// power's lower half.
+const HIST_LEN: usize = 24 * 128;
+
+/// The bucket of [`new_histogram`] that a latency of `nanos` falls in, computed as
+/// hdrhistogram does for its bounds (unit 1 ns, 256 sub-buckets for 2 significant figures):
+/// a command's call costs this and an increment, not the crate's general `record`.
+#[inline]
+fn hist_index(nanos: u64) -> usize {
+    let v = nanos.clamp(1, HIST_MAX_NS);
+    let bucket = 56 - (v | 255).leading_zeros() as usize;
+    ((bucket + 1) << 7) + (v >> bucket) as usize - 128
+}
+
+/// The lowest latency in bucket `i` (hdrhistogram's `value_from_index`).
+fn hist_value(i: usize) -> u64 {
+    let (bucket, sub) = match (i >> 7).checked_sub(1) {
+        Some(b) => (b, (i & 127) + 128),
+        None => (0, i & 127),
+    };
+    (sub as u64) << bucket
+}
+
+/// The histogram of `counts` (calls per [`hist_index`] bucket).
+fn to_histogram(counts: &[u64]) -> Box<Histogram<u64>> {
+    let mut h = new_histogram();
+    for (i, &n) in counts.iter().enumerate() {
+        if n > 0 {
+            h.saturating_record_n(hist_value(i), n);
+        }
+    }
+    h
 }
 
 fn new_histogram() -> Box<Histogram<u64>> {
@@ -262,8 +300,12 @@ impl Telemetry {
                     stat.failed += 1;
                 }
                 if set.tracking {
-                    let h = stat.hist.get_or_insert_with(new_histogram);
-                    h.saturating_record(nanos.clamp(1, HIST_MAX_NS));
+                    let counts = stat
+                        .counts
+                        .get_or_insert_with(|| vec![0; HIST_LEN].into_boxed_slice());
+                    if let Some(n) = counts.get_mut(hist_index(nanos)) {
+                        *n += 1;
+                    }
                 }
                 let micros = nanos / 1000;
                 if set.slower_than >= 0 && micros >= set.slower_than as u64 && name != "exec" {
@@ -396,10 +438,16 @@ impl Telemetry {
                 .iter()
                 .filter(|c| c.calls + c.rejected + c.failed > 0)
                 .map(|c| {
-                    let mut c = c.clone();
-                    if !with_histograms {
-                        c.hist = None;
-                    }
+                    let hist = if with_histograms {
+                        c.counts.as_deref().map(to_histogram)
+                    } else {
+                        None
+                    };
+                    let c = CmdStat {
+                        hist,
+                        counts: None,
+                        ..*c
+                    };
                     (c.name, c)
                 })
                 .collect(),
@@ -667,6 +715,48 @@ mod tests {
             s.add(100 + t, 1);
         }
         assert_eq!(s.samples.len(), LATENCY_TS_LEN);
+    }
+
+    #[test]
+    fn bucket_counts_give_the_histogram_hdrhistogram_records() {
+        assert_eq!(new_histogram().distinct_values(), HIST_LEN);
+        let mut values: Vec<u64> = (0..5000).collect();
+        for p in 0..31 {
+            let t = 1u64 << p;
+            values.extend([t - 1, t, t + 1, t * 3 / 2, t * 10 + 7]);
+        }
+        values.extend([HIST_MAX_NS - 1, HIST_MAX_NS, HIST_MAX_NS + 1, u64::MAX]);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            values.push(x >> (x % 64));
+        }
+        let mut direct = new_histogram();
+        let mut counts = vec![0u64; HIST_LEN];
+        for &v in &values {
+            let i = hist_index(v);
+            counts[i] += 1;
+            let clamped = v.clamp(1, HIST_MAX_NS);
+            direct.saturating_record(clamped);
+            // The bucket's lowest value is in the same bucket, at or below the value.
+            assert!(hist_value(i) <= clamped, "{v}");
+            assert_eq!(hist_index(hist_value(i)), i, "{v}");
+            assert!(direct.equivalent(hist_value(i), clamped), "{v}");
+        }
+        let rebuilt = to_histogram(&counts);
+        assert_eq!(rebuilt.len(), direct.len());
+        assert_eq!(cdf(&rebuilt), cdf(&direct));
+        for p in [0.0, 1.0, 25.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0] {
+            assert_eq!(
+                rebuilt.value_at_percentile(p),
+                direct.value_at_percentile(p),
+                "p{p}"
+            );
+        }
+        assert_eq!(rebuilt.max(), direct.max());
+        assert_eq!(rebuilt.min_nz(), direct.min_nz());
     }
 
     #[test]
