@@ -434,7 +434,7 @@ impl<const BACK: bool> Listpack<BACK> {
 
     /// The listpack's bytes (Redis's format when `BACK`).
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.size()]
+        &self.buf[..self.byte_len()]
     }
 
     /// The whole buffer, read as whatever it holds (see [`Listpack::from_raw`]).
@@ -447,15 +447,10 @@ impl<const BACK: bool> Listpack<BACK> {
         self.buf.len()
     }
 
-    /// The listpack's length in bytes (Redis's `lpBytes`), room excluded: what node limits
-    /// are measured by.
-    pub fn byte_len(&self) -> usize {
-        self.size()
-    }
-
-    /// The header's total length: where the EOF byte ends the listpack.
+    /// The listpack's length in bytes (Redis's `lpBytes`), room excluded: the header's total,
+    /// where the EOF byte ends the listpack, and what node limits are measured by.
     #[inline]
-    fn size(&self) -> usize {
+    pub fn byte_len(&self) -> usize {
         u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize
     }
 
@@ -501,7 +496,7 @@ impl<const BACK: bool> Listpack<BACK> {
 
     /// Position of the last entry.
     pub fn last(&self) -> Option<Pos> {
-        self.prev_of(self.size() - 1)
+        self.prev_of(self.byte_len() - 1)
     }
 
     /// Position of the entry after `p`.
@@ -573,7 +568,7 @@ impl<const BACK: bool> Listpack<BACK> {
         Iter {
             lp: self,
             front: HEADER,
-            back: self.size() - 1,
+            back: self.byte_len() - 1,
         }
     }
 
@@ -582,7 +577,7 @@ impl<const BACK: bool> Listpack<BACK> {
         Iter {
             lp: self,
             front: p,
-            back: self.size() - 1,
+            back: self.byte_len() - 1,
         }
     }
 
@@ -627,7 +622,7 @@ impl<const BACK: bool> Listpack<BACK> {
     /// and a shrink leaves its bytes as room: no allocator call. Otherwise the room is dropped.
     fn splice(&mut self, at: usize, del: usize, ins: &[Enc<'_>], count: usize, in_room: bool) {
         let add: usize = ins.iter().map(|e| entry_size(e, BACK)).sum();
-        let old = self.size();
+        let old = self.byte_len();
         let total = old - del + add;
         if in_room && total <= self.buf.len() {
             self.buf.copy_within(at + del..old, at + add);
@@ -660,7 +655,7 @@ impl<const BACK: bool> Listpack<BACK> {
 
     /// Appends `value` after the last entry.
     pub fn push_back(&mut self, value: &[u8]) {
-        self.insert_at(self.size() - 1, &[value]);
+        self.insert_at(self.byte_len() - 1, &[value]);
     }
 
     /// Prepends (`front`) or appends `value` in a quicklist's end node: into the node's room,
@@ -669,7 +664,7 @@ impl<const BACK: bool> Listpack<BACK> {
     pub(crate) fn push_in_room(&mut self, value: &[u8], front: bool, cap: usize) {
         let e = classify(value);
         let need = entry_size(&e, BACK);
-        let size = self.size();
+        let size = self.byte_len();
         if self.buf.len() - size < need {
             let want = (size + need).max((size + size / 2).min(cap));
             let mut buf = std::mem::take(&mut self.buf).into_vec();
@@ -684,7 +679,7 @@ impl<const BACK: bool> Listpack<BACK> {
 
     /// Gives up the room past the listpack (a node that stopped being a quicklist's end).
     pub(crate) fn trim(&mut self) {
-        let size = self.size();
+        let size = self.byte_len();
         if self.buf.len() > size {
             let mut buf = std::mem::take(&mut self.buf).into_vec();
             buf.truncate(size);
@@ -709,7 +704,7 @@ impl<const BACK: bool> Listpack<BACK> {
 
     /// The end-of-listpack offset: inserting there appends.
     pub fn end(&self) -> Pos {
-        self.size() - 1
+        self.byte_len() - 1
     }
 
     /// Replaces the entry at `p` by `value`; returns `p` (the entry's new position).
@@ -760,7 +755,7 @@ impl<const BACK: bool> Listpack<BACK> {
 impl<const BACK: bool> Listpack<BACK> {
     /// The same entries, byte for byte, in the other form (`B`): backlens added or dropped.
     fn reform<const B: bool>(&self) -> Listpack<B> {
-        let mut buf = Vec::with_capacity(self.size());
+        let mut buf = Vec::with_capacity(self.byte_len());
         buf.extend_from_slice(&self.buf[..HEADER]);
         let mut p = HEADER;
         while self.buf.get(p) != Some(&EOF) {

@@ -685,6 +685,10 @@ impl QuickList {
         } else {
             self.split(k, pos);
             let new_at = if pos == 0 { k } else { k + 1 };
+            if new_at == 0 {
+                // The head is inside the list from now on: it keeps no room.
+                self.nodes[0].trim();
+            }
             self.nodes.insert(new_at, Listpack::from_items([value]));
         }
         self.len += 1;
