@@ -10,6 +10,12 @@ Masters run on CPU 0; replicas and the load on CPU 1 (run this script there too)
      (link up and DBSIZE = N). Redis runs with repl-diskless-sync-delay 0 (its default waits
      5 s for more replicas); all else default.
   3. WAIT 1 0 after each SET, 10 client processes for T seconds: SET+WAIT pairs per second.
+  4. (PARTS=tx) TXS transactions (MULTI, INCR, INCRBY, RPUSH on three keys, EXEC; keys on every
+     shard of a multi-threaded replica) sent through redis-cli --pipe to a master with a
+     replica attached: the time until the master has run them, and until the replica has
+     applied them (its offset reaches the master's), as transactions per second. Our replica
+     runs with REPLICA_THREADS (default 2) loops on CPUs 0 and 1, so that its transactions span
+     shards.
 
 Run from the project's root after `cargo build --release -p kvserver`:
   taskset -c 1 python3 scripts/repl-bench.py            (ROUNDS=3 N=10000000 T=5 by default;
@@ -33,6 +39,8 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 N = int(os.environ.get("N", "10000000"))
 T = float(os.environ.get("T", "5"))
 REQS = int(os.environ.get("REQS", "3000000"))
+TXS = int(os.environ.get("TXS", "100000"))
+REPLICA_THREADS = os.environ.get("REPLICA_THREADS", "2")
 BIN = os.environ.get("BIN", "target/release")
 PARTS = os.environ.get("PARTS", "set sync wait").split()
 TICK = os.sysconf("SC_CLK_TCK")
@@ -44,9 +52,10 @@ def cpu_secs(pid):
     return (int(parts[11]) + int(parts[12])) / TICK
 
 
-def start(kind, port, d, cpu):
+def start(kind, port, d, cpu, threads="1"):
     if kind == "ours":
-        cmd = [f"{BIN}/kvserver", "--port", str(port), "--threads", "1", "--save", "", "--dir", d]
+        cmd = [f"{BIN}/kvserver", "--port", str(port), "--threads", threads, "--save", "",
+               "--dir", d]
     else:
         cmd = ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no",
                "--dir", d, "--repl-diskless-sync-delay", "0"]
@@ -75,9 +84,9 @@ class Pair:
         self.m = start(self.kind, self.mp, self.d + "/m", 0)
         return self
 
-    def replica(self):
+    def replica(self, cpu=1, threads="1"):
         os.makedirs(self.d + "/r")
-        self.r = start(self.kind, self.rp, self.d + "/r", 1)
+        self.r = start(self.kind, self.rp, self.d + "/r", cpu, threads)
         return Conn(self.rp)
 
     def __exit__(self, *_):
@@ -193,8 +202,31 @@ def round_wait(kind):
         return dict(rps=total / T)
 
 
+def round_tx(kind):
+    with Pair(kind) as pr:
+        mc, rc = Conn(pr.mp), pr.replica("0,1", REPLICA_THREADS)
+        rc.call("REPLICAOF", "127.0.0.1", str(pr.mp))
+        synced(mc, rc)
+        cmds = []
+        for i in range(TXS):
+            k = i % 1000
+            cmds.append(b"*1\r\n$5\r\nMULTI\r\n*2\r\n$4\r\nINCR\r\n$6\r\nc:%04d\r\n"
+                        b"*3\r\n$6\r\nINCRBY\r\n$6\r\nb:%04d\r\n$1\r\n3\r\n"
+                        b"*3\r\n$5\r\nRPUSH\r\n$6\r\nl:%04d\r\n$1\r\nx\r\n"
+                        b"*1\r\n$4\r\nEXEC\r\n" % (k, (k * 7 + 3) % 1000, (k * 13 + 5) % 1000))
+        data = b"".join(cmds)
+        t0 = time.time()
+        subprocess.run(["redis-cli", "-p", str(pr.mp), "--pipe"], input=data,
+                       stdout=subprocess.DEVNULL, check=True)
+        master = time.time() - t0
+        synced(mc, rc)
+        replica = time.time() - t0
+        assert rc.call("GET", "c:0007") == str(TXS // 1000), rc.call("GET", "c:0007")
+        return dict(master_tx_s=TXS / master, replica_tx_s=TXS / replica)
+
+
 def main():
-    parts = {"set": round_set, "sync": round_sync, "wait": round_wait}
+    parts = {"set": round_set, "sync": round_sync, "wait": round_wait, "tx": round_tx}
     for part in PARTS:
         res = {"ours": [], "redis": []}
         for rnd in range(ROUNDS):

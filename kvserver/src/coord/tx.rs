@@ -172,7 +172,7 @@ pub struct Plan {
 }
 
 /// Commands whose keys a plan cannot list: the transaction locks every key.
-fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
+pub(crate) fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     spec.has(flags::ALL_KEYS)
         || matches!(spec.name, "swapdb" | "move" | "flushall" | "flushdb")
         || (spec.name == "copy" && args.iter().any(|a| a.eq_ignore_ascii_case(b"DB")))
@@ -181,7 +181,7 @@ fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
 
 /// Commands a shard's store alone cannot answer for a transaction's client: the fast path
 /// leaves them to the connection.
-fn needs_server(spec: &CommandSpec) -> bool {
+pub(crate) fn needs_server(spec: &CommandSpec) -> bool {
     // CONN: transactions and pub/sub, which the connection serves.
     matches!(
         spec.name,

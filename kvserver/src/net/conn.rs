@@ -34,6 +34,7 @@ use crate::coord::{blocking, multi, route};
 use crate::global::{self, lock, ClientEntry};
 use crate::pubsub::{self, Subscriptions};
 use crate::repl::master::Handshake;
+use crate::shard::locks::LockKey;
 use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
 use crate::{admin, log};
 
@@ -265,6 +266,40 @@ struct Input {
     /// Bytes the parser needs before it can make progress.
     wait_for: usize,
     parser: Parser,
+}
+
+/// Where the bytes of a MULTI command (`*1\r\n$5\r\nMULTI\r\n`, any case) first start in
+/// `buf` from `from` on.
+fn find_multi(buf: &[u8], from: usize) -> Option<usize> {
+    memchr::memmem::find_iter(&buf[from..], b"*1\r\n$5\r\n")
+        .map(|i| from + i)
+        .find(|&i| {
+            buf.get(i + 8..i + 15)
+                .is_some_and(|w| w[..5].eq_ignore_ascii_case(b"multi") && &w[5..] == b"\r\n")
+        })
+}
+
+/// How the master's stream splits at the start of the unparsed input (see
+/// [`Conn::scan_run`]).
+struct Scan {
+    /// The run of plain units ends here.
+    end: usize,
+    /// The run holds a transaction that runs on another shard, in whole or in part (served as
+    /// a client's, each takes at least a round trip to that shard).
+    remote_tx: bool,
+    /// What follows the run: a command to serve as a client's, ending here; `None`: the rest
+    /// (incomplete, a transaction that is not plain, bad protocol), all served as a client's.
+    unit: Option<usize>,
+    /// What follows the run is a plain transaction so far, whose EXEC has not come yet.
+    open_tx: bool,
+}
+
+/// Where a plain command of the master's stream runs (see [`Conn::plain_target`]).
+enum Target {
+    /// SELECT of this database: it only sets the database of the commands after it.
+    Select(usize),
+    /// In this shard's store.
+    Shard(usize),
 }
 
 /// Why a wait for input ended.
@@ -1459,7 +1494,38 @@ impl<'a> Conn<'a> {
         if let Some(l) = self.link.as_deref_mut() {
             l.tx_from = None;
         }
-        let done = self.serve_batch(stream, input).await?;
+        // Runs of plain units holding a transaction that runs on another shard are applied as
+        // one (see `apply_run`); everything else is served as a client's commands.
+        let mut multi_at = None;
+        let done = loop {
+            // Scanning costs a second parse: only where a MULTI may come (a hint: the bytes
+            // could be inside an argument; the scan is what knows).
+            if multi_at.is_none_or(|m| m < input.start) {
+                multi_at = find_multi(&input.rbuf[..input.end], input.start);
+            }
+            if multi_at.is_none() {
+                break self.serve_batch(stream, input).await?;
+            }
+            let scan = self.scan_run(input);
+            if scan.remote_tx {
+                self.apply_run(input, scan.end).await;
+            } else if scan.end > input.start
+                && self.serve_upto(stream, input, scan.end).await?.is_none()
+            {
+                break None;
+            }
+            match scan.unit {
+                Some(end) => {
+                    if self.serve_upto(stream, input, end).await?.is_none() {
+                        break None;
+                    }
+                }
+                // A transaction whose EXEC has not come yet waits for it whole, so that the
+                // next batch starts with it rather than inside it.
+                None if scan.open_tx => break Some(0),
+                None => break self.serve_batch(stream, input).await?,
+            }
+        };
         // The offset moves past whole commands, and past a transaction only with its EXEC (as
         // Redis's replica offset does): a link that breaks inside one continues before its
         // MULTI, and this server's own replicas get it whole.
@@ -1512,6 +1578,217 @@ impl<'a> Conn<'a> {
             self.send_ack(stream).await?;
         }
         Ok(())
+    }
+
+    /// [`Conn::serve_batch`] of the commands in `input` before `end` only.
+    async fn serve_upto(
+        &mut self,
+        stream: &mut TcpStream,
+        input: &mut Input,
+        end: usize,
+    ) -> std::io::Result<Option<usize>> {
+        let full = input.end;
+        input.end = end;
+        let done = self.serve_batch(stream, input).await;
+        // (Only a blocked command adds input at `end`; the master's commands never block.)
+        debug_assert_eq!(input.end, end);
+        input.end = full;
+        done
+    }
+
+    /// Where the master's stream at `input.start` stops being plain: the run of whole units
+    /// (single commands, and transactions from MULTI to EXEC) whose commands each run in one
+    /// shard's store by themselves (see [`Conn::plain_target`]), and what follows it.
+    fn scan_run(&mut self, input: &mut Input) -> Scan {
+        let mut scan = Scan {
+            end: input.start,
+            remote_tx: false,
+            unit: None,
+            open_tx: false,
+        };
+        // (CLIENT PAUSE holds the master's commands too, as Redis does: served one by one.)
+        if self.multi.is_some()
+            || self.shard.n == 1
+            || self.shard.global.pause_end.load(Ordering::Relaxed) != 0
+        {
+            return scan;
+        }
+        let mut db = self.session.db;
+        let mut pos = input.start;
+        loop {
+            // One unit: [pos, at).
+            let (mut at, mut unit_db) = (pos, db);
+            let (mut in_tx, mut remote) = (false, false);
+            loop {
+                let mut args = Args::new();
+                let parsed = match input.rbuf[at..input.end].first() {
+                    // (No master sends inline commands.)
+                    Some(b'*') => input
+                        .parser
+                        .parse_into(&input.rbuf[at..input.end], &mut args),
+                    Some(_) => return scan,
+                    None => Ok(Status::Incomplete { hint: 0 }),
+                };
+                let consumed = match parsed {
+                    Ok(Status::Command { consumed }) => consumed,
+                    Ok(Status::Incomplete { .. }) => {
+                        scan.open_tx = in_tx;
+                        return scan;
+                    }
+                    Err(_) => return scan,
+                };
+                at += consumed;
+                let name = args.first().copied().unwrap_or_default();
+                if args.len() == 1 && name.eq_ignore_ascii_case(b"multi") && !in_tx {
+                    in_tx = true;
+                    continue;
+                }
+                if args.len() == 1 && name.eq_ignore_ascii_case(b"exec") && in_tx {
+                    break;
+                }
+                if !args.is_empty() {
+                    match self.plain_target(&args) {
+                        Some(Target::Select(d)) => unit_db = d,
+                        Some(Target::Shard(s)) => remote |= s != self.shard.id,
+                        None => {
+                            // A single command is served by itself; a transaction, with all
+                            // that follows.
+                            scan.unit = (!in_tx).then_some(at);
+                            return scan;
+                        }
+                    }
+                }
+                if !in_tx {
+                    break;
+                }
+            }
+            scan.remote_tx |= in_tx && remote;
+            (pos, db, scan.end) = (at, unit_db, at);
+        }
+    }
+
+    /// Where a command of the master's stream runs when it is part of a run (see
+    /// [`Conn::scan_run`]); `None` for one that must be served as a client's: one that does
+    /// not run in a single shard's store by itself, changes the session (but for SELECT),
+    /// fails its arity or subcommand checks, or names keys the command table cannot list.
+    fn plain_target(&self, args: &[&[u8]]) -> Option<Target> {
+        let spec = commands::lookup(args[0])?;
+        if spec.name == "select" {
+            let d = args.get(1).and_then(|a| kvcore::num::parse_i64(a))?;
+            let dbs = self.shard.db.borrow().config.databases as i64;
+            return (args.len() == 2 && (0..dbs).contains(&d))
+                .then_some(Target::Select(d as usize));
+        }
+        if !spec.arity_ok(args.len())
+            || commands::check_subcommand(spec, args).is_err()
+            || self.changes_session(args)
+            || tx::needs_server(spec)
+            || tx::locks_everything(spec, args, self.shard.n)
+        {
+            return None;
+        }
+        match classify(self.shard, self.session, args) {
+            Route::Local(Some(_), _) => Some(Target::Shard(self.shard.id)),
+            Route::Remote(s) => Some(Target::Shard(s)),
+            _ => None,
+        }
+    }
+
+    /// Applies the master's commands in `input` up to `end`, a run found by
+    /// [`Conn::scan_run`], as one: the keys of the whole run are locked on each shard it
+    /// touches, in ascending shard order, each shard running its commands (in stream order) in
+    /// the step that grants its locks ([`Shard::lock_call`]), then all are released. A
+    /// transaction spanning shards served as a client's takes a lock and a run per shard, each
+    /// a round trip; a run of many takes one round trip per shard in all. This replica's own
+    /// clients see all of a run or none of it, so never half of a transaction. When changes
+    /// are logged, the run's go to the log once, as one MULTI ... EXEC block.
+    async fn apply_run(&mut self, input: &mut Input, mut end: usize) {
+        let shard = self.shard;
+        let mut pieces: std::collections::BTreeMap<usize, (RemoteBatch, Vec<LockKey>)> =
+            Default::default();
+        let mut session = self.session.clone();
+        let mut pos = input.start;
+        while pos < end {
+            // The scan just parsed and classified these bytes, with nothing awaited since, so
+            // they parse and classify the same again (were they not, a bug, the rest from that
+            // command on would be left to the client path rather than bring the server down).
+            let mut args = Args::new();
+            let Ok(Status::Command { consumed }) =
+                input.parser.parse_into(&input.rbuf[pos..end], &mut args)
+            else {
+                debug_assert!(false, "a scanned run parses again");
+                end = pos;
+                break;
+            };
+            pos += consumed;
+            let Some(spec) = args.first().and_then(|a| commands::lookup(a)) else {
+                continue;
+            };
+            match spec.name {
+                "multi" | "exec" => {
+                    self.count(spec, &args, None, self.out.len());
+                    continue;
+                }
+                "select" => {
+                    if let Some(Target::Select(d)) = self.plain_target(&args) {
+                        session.db = d;
+                    }
+                    self.count(spec, &args, None, self.out.len());
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(Target::Shard(s)) = self.plain_target(&args) else {
+                debug_assert!(false, "a scanned run holds plain commands");
+                end = pos - consumed;
+                break;
+            };
+            let (batch, keys) = pieces.entry(s).or_default();
+            batch.push(&args, &session);
+            keys.extend(
+                spec.key_positions(&args)
+                    .into_iter()
+                    .map(|i| (session.db, args[i].to_vec())),
+            );
+        }
+        let gather = shard.db.borrow().logs_changes();
+        let mut block = Vec::new();
+        let mut held = Vec::with_capacity(pieces.len());
+        for (s, (batch, mut keys)) in pieces {
+            keys.sort_unstable();
+            keys.dedup();
+            held.push((s, keys.clone()));
+            let (reply, part) = shard
+                .lock_call(s, keys, move |sh: &Shard| {
+                    let mark = if gather {
+                        sh.db.borrow_mut().log_mark()
+                    } else {
+                        None
+                    };
+                    let mut out = Vec::new();
+                    sh.run_held(&batch, &mut out);
+                    let part = mark.map(|m| sh.db.borrow_mut().changes_since(m));
+                    (out, part.unwrap_or_default())
+                })
+                .await;
+            self.out.extend_from_slice(&reply);
+            block.extend_from_slice(&part);
+        }
+        if !block.is_empty() {
+            let mut whole = b"*1\r\n$5\r\nMULTI\r\n".to_vec();
+            whole.extend_from_slice(&block);
+            whole.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+            shard.db.borrow_mut().log_raw(&whole);
+            shard.flush_changes();
+        }
+        for (s, keys) in held {
+            shard.unlock(s, keys, true).await;
+        }
+        if session.db != self.session.db {
+            self.session.db = session.db;
+            self.mirror_session();
+        }
+        input.start = end;
     }
 
     /// REPLCONF ACK <offset> to the master.

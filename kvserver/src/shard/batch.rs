@@ -2,6 +2,7 @@
 
 use kvcore::resp::Proto;
 use kvcore::Session;
+use smallvec::SmallVec;
 
 /// Commands for one shard, flattened into one buffer: one allocation per batch, not per command.
 #[derive(Default)]
@@ -45,6 +46,42 @@ impl RemoteBatch {
     /// Whether there are no commands.
     pub fn is_empty(&self) -> bool {
         self.cmds.is_empty()
+    }
+
+    /// The commands in order, each with how its client was set up when it was pushed (see
+    /// [`Setup::apply`]).
+    pub(super) fn commands(&self) -> impl Iterator<Item = (SmallVec<[&[u8]; 16]>, Setup)> + '_ {
+        let (mut off, mut arg) = (0usize, 0usize);
+        self.cmds.iter().map(move |&(argc, db, bits)| {
+            let mut args: SmallVec<[&[u8]; 16]> = SmallVec::new();
+            for _ in 0..argc {
+                let len = self.arg_lens[arg] as usize;
+                args.push(&self.data[off..off + len]);
+                off += len;
+                arg += 1;
+            }
+            (args, Setup { db, bits })
+        })
+    }
+}
+
+/// How a [`RemoteBatch`] command's client was set up when it was pushed.
+pub(super) struct Setup {
+    db: u32,
+    bits: u8,
+}
+
+impl Setup {
+    /// Sets `session` up as the client's was.
+    pub(super) fn apply(&self, session: &mut Session) {
+        session.db = self.db as usize;
+        session.proto = if self.bits & RESP3 != 0 {
+            Proto::Resp3
+        } else {
+            Proto::Resp2
+        };
+        session.no_touch = self.bits & NO_TOUCH != 0;
+        session.master = self.bits & MASTER != 0;
     }
 }
 

@@ -34,9 +34,7 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use kvcore::commands;
-use kvcore::resp::Proto;
 use kvcore::{Db, Session};
-use smallvec::SmallVec;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
@@ -70,6 +68,14 @@ pub enum Msg {
         id: u64,
         keys: Vec<LockKey>,
         exclusive: bool,
+    },
+    /// Lock these keys exclusively, run `job` once granted (in the same step), answer
+    /// `Done` with its result.
+    LockCall {
+        from: usize,
+        id: u64,
+        keys: Vec<LockKey>,
+        job: Job,
     },
     /// Release keys locked by an earlier `Lock`.
     Unlock { keys: Vec<LockKey>, exclusive: bool },
@@ -267,6 +273,11 @@ impl Shard {
                 job: Box::new(move |s| Box::new(f(s)) as Payload),
             })
             .await;
+        Self::answer(to, rx).await
+    }
+
+    /// The result of a job sent to shard `to`.
+    async fn answer<R: 'static>(to: usize, rx: oneshot::Receiver<Payload>) -> R {
         match rx.await.map(|p| p.downcast::<R>()) {
             Ok(Ok(r)) => *r,
             // The other shard stopped (shutdown): this task waits until its own runtime stops
@@ -314,6 +325,53 @@ impl Shard {
             })
             .await;
         let _ = rx.await;
+    }
+
+    /// Locks `keys` exclusively on shard `to` and runs `f` there as soon as they are granted,
+    /// in the same step: one round trip where [`Shard::lock`] then [`Shard::call`] take two.
+    /// Release them with [`Shard::unlock`].
+    pub async fn lock_call<R, F>(&self, to: usize, keys: Vec<LockKey>, f: F) -> R
+    where
+        R: Send + 'static,
+        F: FnOnce(&Shard) -> R + Send + 'static,
+    {
+        if to == self.id {
+            self.lock(to, keys, true).await;
+            let r = f(self);
+            self.after_writes();
+            self.flush_changes();
+            return r;
+        }
+        self.note_remote_writes();
+        let from = self.id;
+        let rx = self
+            .request(to, |id| Msg::LockCall {
+                from,
+                id,
+                keys,
+                job: Box::new(move |s| Box::new(f(s)) as Payload),
+            })
+            .await;
+        Self::answer(to, rx).await
+    }
+
+    /// Runs the commands of `batch` in order, appending their replies to `out`, without
+    /// waiting for any key lock: the caller holds the locks of their keys. Clients blocked on
+    /// the keys are served after the last command.
+    pub fn run_held(&self, batch: &RemoteBatch, out: &mut Vec<u8>) {
+        let mut session = Session {
+            authenticated: true,
+            id: batch.client,
+            ..Session::default()
+        };
+        self.db.borrow_mut().refresh_clock();
+        self.holding_wakes.set(true);
+        for (args, setup) in batch.commands() {
+            setup.apply(&mut session);
+            self.execute(&mut session, commands::lookup(args[0]), &args, out);
+        }
+        self.holding_wakes.set(false);
+        self.serve_deferred();
     }
 
     /// Releases keys locked with [`Shard::lock`].
@@ -438,23 +496,8 @@ impl Shard {
             ..Session::default()
         };
         self.db.borrow_mut().refresh_clock();
-        let (mut off, mut arg) = (0usize, 0usize);
-        for &(argc, db, bits) in &batch.cmds {
-            let mut args: SmallVec<[&[u8]; 16]> = SmallVec::new();
-            for _ in 0..argc {
-                let len = batch.arg_lens[arg] as usize;
-                args.push(&batch.data[off..off + len]);
-                off += len;
-                arg += 1;
-            }
-            session.db = db as usize;
-            session.proto = if bits & batch::RESP3 != 0 {
-                Proto::Resp3
-            } else {
-                Proto::Resp2
-            };
-            session.no_touch = bits & batch::NO_TOUCH != 0;
-            session.master = bits & batch::MASTER != 0;
+        for (args, setup) in batch.commands() {
+            setup.apply(&mut session);
             self.run_local(&mut session, &args, &mut reply.out).await;
             reply.ends.push(reply.out.len() as u32);
         }
@@ -498,6 +541,32 @@ impl Shard {
                     me.flush_changes();
                     me.reply(from, id, Box::new(())).await;
                 });
+            }
+            Msg::LockCall {
+                from,
+                id,
+                keys,
+                job,
+            } => {
+                let wait = self.locks.borrow_mut().acquire(keys, true);
+                let me = self.clone();
+                let run = move |me: &Rc<Shard>| {
+                    // What ran here before the grant reaches the AOF before what the job does.
+                    me.flush_changes();
+                    let payload = job(me);
+                    me.after_writes();
+                    me.flush_changes();
+                    let _ = me.inboxes[from].send(Msg::Done { id, payload });
+                };
+                match wait {
+                    None => run(&me),
+                    Some(rx) => {
+                        tokio::task::spawn_local(async move {
+                            let _ = rx.await;
+                            run(&me);
+                        });
+                    }
+                }
             }
             Msg::Unlock { keys, exclusive } => {
                 self.locks.borrow_mut().release(&keys, exclusive);
