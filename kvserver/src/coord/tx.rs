@@ -28,7 +28,7 @@ use smallvec::SmallVec;
 
 use super::route;
 use crate::shard::locks::{LockKey, EVERY_KEY};
-use crate::shard::Shard;
+use crate::shard::{BatchReply, RemoteBatch, Shard};
 
 /// Commands queued by MULTI, flattened into one buffer: no allocation per command.
 #[derive(Default, Clone)]
@@ -345,6 +345,61 @@ pub async fn run_one_shard(
             Ok(OneStep { reply, session })
         })
         .await
+}
+
+/// Each shard's commands and the keys to lock there for them (see [`run_in_lock_steps`]).
+pub type Pieces = BTreeMap<usize, (RemoteBatch, Vec<LockKey>)>;
+
+/// Runs commands that each run in one shard's store as one atomic whole: on each shard, in
+/// ascending order, its keys are locked and its commands run in the step that grants the
+/// locks ([`Shard::lock_call`]: one round trip a shard, where taking every lock and then
+/// running every piece takes two); all locks are released after the last piece. Running a
+/// piece before a later shard's locks are granted is safe: every lock is held until all pieces
+/// have run, and nobody can see a locked key. When changes are logged, what the pieces logged
+/// goes to the log once, here, as one MULTI ... EXEC block, before the locks are released.
+/// The commands are the client's whose session is `session`; the replies of each shard's
+/// commands, by shard.
+pub async fn run_in_lock_steps(
+    shard: &Shard,
+    session: &Session,
+    pieces: Pieces,
+) -> BTreeMap<usize, BatchReply> {
+    let gather = shard.db.borrow().logs_changes();
+    let mut block = Vec::new();
+    let mut held = Vec::with_capacity(pieces.len());
+    let mut replies = BTreeMap::new();
+    for (s, (batch, keys)) in pieces {
+        if !keys.is_empty() {
+            held.push((s, keys.clone()));
+        }
+        let session = session.clone();
+        let (reply, part) = shard
+            .lock_call(s, keys, move |sh: &Shard| {
+                let mark = if gather {
+                    sh.db.borrow_mut().log_mark()
+                } else {
+                    None
+                };
+                let mut reply = BatchReply::default();
+                sh.run_held(session, &batch, &mut reply);
+                let part = mark.map(|m| sh.db.borrow_mut().changes_since(m));
+                (reply, part.unwrap_or_default())
+            })
+            .await;
+        replies.insert(s, reply);
+        block.extend_from_slice(&part);
+    }
+    if !block.is_empty() {
+        let mut whole = b"*1\r\n$5\r\nMULTI\r\n".to_vec();
+        whole.extend_from_slice(&block);
+        whole.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
+        shard.db.borrow_mut().log_raw(&whole);
+        shard.flush_changes();
+    }
+    for (s, keys) in held {
+        shard.unlock(s, keys, true).await;
+    }
+    replies
 }
 
 /// The EXEC reply's header for `n` replies (`*n` in both protocols).

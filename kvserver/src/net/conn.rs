@@ -1695,17 +1695,14 @@ impl<'a> Conn<'a> {
     }
 
     /// Applies the master's commands in `input` up to `end`, a run found by
-    /// [`Conn::scan_run`], as one: the keys of the whole run are locked on each shard it
-    /// touches, in ascending shard order, each shard running its commands (in stream order) in
-    /// the step that grants its locks ([`Shard::lock_call`]), then all are released. A
-    /// transaction spanning shards served as a client's takes a lock and a run per shard, each
-    /// a round trip; a run of many takes one round trip per shard in all. This replica's own
-    /// clients see all of a run or none of it, so never half of a transaction. When changes
-    /// are logged, the run's go to the log once, as one MULTI ... EXEC block.
+    /// [`Conn::scan_run`], as one atomic whole ([`tx::run_in_lock_steps`]: the keys of the
+    /// whole run locked on each shard it touches, each shard's commands run in stream order
+    /// in the step that grants its locks): one round trip per shard for the whole run, where
+    /// each transaction on another shard served as a client's takes one or two. This replica's
+    /// own clients see all of a run or none of it, so never half of a transaction.
     async fn apply_run(&mut self, input: &mut Input, mut end: usize) {
         let shard = self.shard;
-        let mut pieces: std::collections::BTreeMap<usize, (RemoteBatch, Vec<LockKey>)> =
-            Default::default();
+        let mut pieces = tx::Pieces::new();
         let mut session = self.session.clone();
         let mut pos = input.start;
         while pos < end {
@@ -1751,38 +1748,12 @@ impl<'a> Conn<'a> {
                     .map(|i| (session.db, args[i].to_vec())),
             );
         }
-        let gather = shard.db.borrow().logs_changes();
-        let mut block = Vec::new();
-        let mut held = Vec::with_capacity(pieces.len());
-        for (s, (batch, mut keys)) in pieces {
+        for (_, keys) in pieces.values_mut() {
             keys.sort_unstable();
             keys.dedup();
-            held.push((s, keys.clone()));
-            let (reply, part) = shard
-                .lock_call(s, keys, move |sh: &Shard| {
-                    let mark = if gather {
-                        sh.db.borrow_mut().log_mark()
-                    } else {
-                        None
-                    };
-                    let mut out = Vec::new();
-                    sh.run_held(&batch, &mut out);
-                    let part = mark.map(|m| sh.db.borrow_mut().changes_since(m));
-                    (out, part.unwrap_or_default())
-                })
-                .await;
-            self.out.extend_from_slice(&reply);
-            block.extend_from_slice(&part);
         }
-        if !block.is_empty() {
-            let mut whole = b"*1\r\n$5\r\nMULTI\r\n".to_vec();
-            whole.extend_from_slice(&block);
-            whole.extend_from_slice(b"*1\r\n$4\r\nEXEC\r\n");
-            shard.db.borrow_mut().log_raw(&whole);
-            shard.flush_changes();
-        }
-        for (s, keys) in held {
-            shard.unlock(s, keys, true).await;
+        for (_, reply) in tx::run_in_lock_steps(shard, self.session, pieces).await {
+            self.out.extend_from_slice(&reply.out);
         }
         if session.db != self.session.db {
             self.session.db = session.db;
@@ -1851,6 +1822,14 @@ impl<'a> Conn<'a> {
             }
         }
         let locks = plan.locks;
+        if self.watches.is_none() && queue.iter().all(|args| self.tx_shard(&args).is_some()) {
+            self.exec_in_lock_steps(&queue, locks).await;
+            self.unwatch().await;
+            if multi.session_changes {
+                self.mirror_session();
+            }
+            return;
+        }
         tx::lock(shard, &locks).await;
         if tx::watches_broken(shard, self.session.id, watched).await {
             tx::null_array(&mut self.out, self.session.proto);
@@ -1888,6 +1867,36 @@ impl<'a> Conn<'a> {
         self.unwatch().await;
         if multi.session_changes {
             self.mirror_session();
+        }
+    }
+
+    /// EXEC of a transaction that watches no key and whose commands each run in one shard's
+    /// store: each shard's commands run in the step that grants its locks (one round trip per
+    /// shard, see [`tx::run_in_lock_steps`]), where locking every shard and then running the
+    /// pieces takes two; the replies in the commands' order.
+    async fn exec_in_lock_steps(
+        &mut self,
+        queue: &tx::Queue,
+        locks: std::collections::BTreeMap<usize, Vec<LockKey>>,
+    ) {
+        let mut pieces: tx::Pieces = locks
+            .into_iter()
+            .map(|(s, keys)| (s, (RemoteBatch::default(), keys)))
+            .collect();
+        let mut order = Vec::with_capacity(queue.len());
+        for args in queue.iter() {
+            let s = self.tx_shard(&args).unwrap_or(self.shard.id);
+            pieces.entry(s).or_default().0.push(&args, self.session);
+            order.push(s);
+        }
+        let replies = tx::run_in_lock_steps(self.shard, self.session, pieces).await;
+        tx::array_len(&mut self.out, order.len());
+        let mut next = vec![0; self.shard.n];
+        for s in order {
+            if let Some(r) = replies.get(&s) {
+                self.out.extend_from_slice(r.get(next[s]));
+            }
+            next[s] += 1;
         }
     }
 

@@ -355,20 +355,21 @@ impl Shard {
         Self::answer(to, rx).await
     }
 
-    /// Runs the commands of `batch` in order, appending their replies to `out`, without
-    /// waiting for any key lock: the caller holds the locks of their keys. Clients blocked on
-    /// the keys are served after the last command.
-    pub fn run_held(&self, batch: &RemoteBatch, out: &mut Vec<u8>) {
-        let mut session = Session {
-            authenticated: true,
-            id: batch.client,
-            ..Session::default()
-        };
+    /// Runs the commands of `batch` in order for the client whose session is `session`,
+    /// adding their replies to `reply`, without waiting for any key lock: the caller holds the
+    /// locks of their keys. Clients blocked on the keys are served after the last command.
+    pub fn run_held(&self, mut session: Session, batch: &RemoteBatch, reply: &mut BatchReply) {
         self.db.borrow_mut().refresh_clock();
         self.holding_wakes.set(true);
         for (args, setup) in batch.commands() {
             setup.apply(&mut session);
-            self.execute(&mut session, commands::lookup(args[0]), &args, out);
+            self.execute(
+                &mut session,
+                commands::lookup(args[0]),
+                &args,
+                &mut reply.out,
+            );
+            reply.ends.push(reply.out.len() as u32);
         }
         self.holding_wakes.set(false);
         self.serve_deferred();
