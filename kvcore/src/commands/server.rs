@@ -579,11 +579,7 @@ impl Db {
     pub fn estimated_memory(&self) -> u64 {
         self.dbs
             .iter()
-            .map(|ks| {
-                ks.table_bytes()
-                    + ks.expires_entry_bytes()
-                    + ks.iter().map(|n| n.mem_bytes()).sum::<usize>()
-            })
+            .map(|ks| ks.table_bytes() + ks.iter().map(|n| n.mem_bytes()).sum::<usize>())
             .sum::<usize>() as u64
     }
 }

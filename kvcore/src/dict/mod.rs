@@ -487,9 +487,14 @@ impl<L: Link> Dict<L> {
         self.len -= removed;
     }
 
-    /// Removes every entry and frees both bucket arrays. O(size + len), iterative.
+    /// Removes every entry and frees both bucket arrays. O(size + len), iterative; entries
+    /// that need no drop (links that own nothing) are not visited.
     pub fn clear(&mut self) {
         for table in &mut self.tables {
+            if !std::mem::needs_drop::<L>() {
+                *table = Vec::new();
+                continue;
+            }
             for head in table.iter_mut() {
                 let mut cur = head.take();
                 while let Some(mut e) = cur {

@@ -144,7 +144,8 @@ impl HashTable {
             self.ttl.remove(&(old, field.into()));
         }
         if !e.try_set_deadline(at) {
-            self.dict.replace_with(field, |old| old.reslotted(at));
+            self.dict
+                .replace_with(field, |old| old.reslotted(at, false));
         }
         if at != 0 {
             self.ttl.insert((at, field.into()));

@@ -2,9 +2,12 @@
 //!
 //! Keys live in a [`Dict`] of intrusively chained nodes: one allocation per key holding the
 //! chain link, the value, the deadline (only for keys that have one) and the key bytes (see
-//! [`Packed`]). Keys with a deadline are also listed in a second dict, `expires` (key bytes
-//! only: the deadline stays in the main node), which the active expiry cycle walks with a SCAN
-//! cursor, as Redis walks `db->expires`: keys without a TTL cost nothing there.
+//! [`Packed`]). Keys with a deadline are also listed in a second dict, `expires`, which the
+//! active expiry cycle walks with a SCAN cursor, as Redis walks `db->expires`: keys without a
+//! TTL cost nothing there. Its entries are the main nodes themselves, chained through a link
+//! word that nodes with a deadline carry after it ([`ExpLink`]): no allocation and no copy of
+//! the key per entry, only the bucket. A node is taken out of `expires` before it is freed or
+//! rebuilt in a new block, and put back after.
 //!
 //! Expiry is lazy on access — every lookup that finds a key past its deadline deletes it and
 //! reports it missing — plus [`Keyspace::active_expire`], which samples keys with a deadline in
@@ -16,6 +19,7 @@ mod snap;
 
 use crate::dict::{retiring, Dict, Link, REHASH_MOVES};
 use crate::value::{Stored, Value};
+use node::ExpLink;
 pub(crate) use node::Thin;
 pub use node::{KeyNode, Packed, Plain, ACCESS_MAX, EMB_STR_MAX};
 use node::{NewValue, Node};
@@ -54,8 +58,8 @@ pub const EXPIRE_SAMPLE: usize = 20;
 /// One logical database.
 pub struct Keyspace {
     main: Dict<Node>,
-    /// The keys that have a deadline (the deadline itself lives in their main node).
-    expires: Dict<Thin<()>>,
+    /// The keys that have a deadline: their main nodes (the deadline lives there too).
+    expires: Dict<ExpLink>,
     expire_cursor: u64,
     /// Keys found expired and deleted (lazily or actively) since start.
     pub expired_keys: u64,
@@ -226,6 +230,15 @@ impl Keyspace {
                 return None;
             }
         }
+        // A string held in a node with a deadline moves to a new block: out of `expires` first.
+        let relink = unembed
+            && self
+                .main
+                .get(key)
+                .is_some_and(|n| n.holds_string() && n.deadline() != 0);
+        if relink {
+            self.expires.remove(key);
+        }
         let found = self.main.get_or_evict_reformed(
             key,
             |n| n.expired(dead_at),
@@ -234,6 +247,9 @@ impl Keyspace {
         );
         match found {
             Ok(n) => {
+                if relink {
+                    self.expires.insert_new(ExpLink::of(n));
+                }
                 if write {
                     if let Some(s) = self.snap.as_deref_mut() {
                         s.save_old(self.parity, n);
@@ -389,11 +405,18 @@ impl Keyspace {
             if let (NewValue::Value(v), Some(slot)) = (value, node.obj_mut()) {
                 *slot = v;
             }
+            if new != old {
+                self.sync_expire(key, old, new);
+            }
         } else {
-            self.main.replace_with(key, |n| n.remade(key, value, new));
-        }
-        if new != old {
-            self.sync_expire(key, old, new);
+            // A new block: the old one leaves `expires` before it is freed.
+            if old != 0 {
+                self.expires.remove(key);
+            }
+            let n = self.main.replace_with(key, |n| n.remade(key, value, new));
+            if let Some(n) = n.filter(|_| new != 0) {
+                self.expires.insert_new(ExpLink::of(n));
+            }
         }
         self.main.rehash_step(REHASH_MOVES);
     }
@@ -408,9 +431,6 @@ impl Keyspace {
         if self.log_mask & LOG_NEW != 0 {
             self.log.push((LOG_NEW, key.into()));
         }
-        if at != 0 {
-            self.expires.insert(Thin::new(key, (), 0));
-        }
         let access = self.access.initial(now);
         let mut node = match value {
             NewValue::Bytes(s) => Node::with_bytes(key, s, at, access),
@@ -418,13 +438,20 @@ impl Keyspace {
         };
         // Created after a running snapshot's moment: not part of it.
         node.set_mark(self.parity);
+        // (The node stays where it is when its owning pointer moves into the dict.)
+        let link = (at != 0).then(|| ExpLink::of(&node));
         self.main.insert_new(node);
+        if let Some(link) = link {
+            self.expires.insert_new(link);
+        }
     }
 
-    /// Rebuilds the node of a present key with a deadline slot holding `at` (its chain position
-    /// kept). Leaves `expires` to the caller.
+    /// Rebuilds the node of a present key without a deadline slot (so not in `expires`) with a
+    /// slot holding `at` (its chain position kept), and lists it in `expires`.
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
-        self.main.replace_with(key, |n| n.reslotted(at));
+        if let Some(n) = self.main.replace_with(key, |n| n.reslotted(at, true)) {
+            self.expires.insert_new(ExpLink::of(n));
+        }
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
@@ -449,7 +476,9 @@ impl Keyspace {
                 self.expires.remove(key);
             }
             (false, true) => {
-                self.expires.insert(Thin::new(key, (), 0));
+                if let Some(n) = self.main.get(key) {
+                    self.expires.insert_new(ExpLink::of(n));
+                }
             }
             (true, true) => {}
         }
@@ -501,10 +530,12 @@ impl Keyspace {
         let old = node.deadline();
         let new = at.unwrap_or(0);
         if new != old {
-            if !node.try_set_deadline(new) {
+            if node.try_set_deadline(new) {
+                self.sync_expire(key, old, new);
+            } else {
+                // No slot, so no deadline before.
                 self.add_deadline_slot(key, new);
             }
-            self.sync_expire(key, old, new);
         }
         true
     }
@@ -524,11 +555,7 @@ impl Keyspace {
     /// (`volatile`) keys with a deadline. For eviction sampling.
     pub fn sample(&self, volatile: bool, r: u64, n: usize, mut f: impl FnMut(&KeyNode)) {
         if volatile {
-            self.expires.sample(r, n, |e| {
-                if let Some(node) = self.main.get(e.key()) {
-                    f(node);
-                }
-            });
+            self.expires.sample(r, n, |e| f(e.node()));
         } else {
             self.main.sample(r, n, |node| f(node));
         }
@@ -599,11 +626,10 @@ impl Keyspace {
             let mut sampled = 0;
             let mut cursor = self.expire_cursor;
             // A scan step visits one bucket; take steps until a round's worth was sampled.
-            let main = &self.main;
             loop {
                 cursor = self.expires.scan(cursor, |e| {
                     sampled += 1;
-                    if main.get(e.key()).is_some_and(|n| n.expired(now)) {
+                    if e.node().expired(now) {
                         dead.push(e.key().into());
                     }
                 });
@@ -650,15 +676,6 @@ impl Keyspace {
             self.expires.table_bytes(),
             self.main.is_rehashing() || self.expires.is_rehashing(),
         )
-    }
-
-    /// Heap bytes of the expiry index's entries (key copies; its buckets are in
-    /// [`Keyspace::table_bytes`]). O(keys with a deadline).
-    pub fn expires_entry_bytes(&self) -> usize {
-        self.expires
-            .iter()
-            .map(|e| std::mem::size_of_val::<Packed<()>>(e))
-            .sum()
     }
 }
 
@@ -924,6 +941,17 @@ mod tests {
                     ks.expires_len(),
                     model.values().filter(|e| e.1.is_some()).count()
                 );
+                // The expiry index's entries are the main nodes with a deadline, each once.
+                let mut listed: Vec<Vec<u8>> = ks.expires.iter().map(|e| {
+                    let main = ks.main.get(e.key()).map(|n| &**n as *const KeyNode);
+                    assert_eq!(main, Some(e.node() as *const KeyNode), "a stale expiry entry");
+                    e.key().to_vec()
+                }).collect();
+                listed.sort();
+                let mut with_ttl: Vec<Vec<u8>> =
+                    model.iter().filter(|e| e.1.1.is_some()).map(|e| e.0.clone()).collect();
+                with_ttl.sort();
+                proptest::prop_assert_eq!(listed, with_ttl);
                 for (k, (v, at, is_int)) in &model {
                     let n = ks.peek(k, now);
                     proptest::prop_assert!(n.is_some());

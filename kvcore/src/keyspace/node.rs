@@ -4,20 +4,24 @@
 //! # Layout
 //!
 //! ```text
-//! offset 0   meta   usize           access << 40 | snapshot mark << 39 | lengths << 2 |
-//!                                   EMB << 1 | SLOT (access: 24 bits of LRU clock or LFU
-//!                                   data; the mark: see `crate::snapshot`)
+//! offset 0   meta   usize           access << 40 | snapshot mark << 39 | INT << 38 |
+//!                                   XLINK << 37 | lengths << 2 | EMB << 1 | SLOT (access: 24
+//!                                   bits of LRU clock or LFU data; the mark: see
+//!                                   `crate::snapshot`)
 //!        8   next   Option<Thin<T>> the dict's chain link (one word)
 //!       16   tail   [u8]            usual form:    [key] [padding to T's alignment] [T] [slot]
 //!                                   embedded form: [key] [string bytes] [slot]
+//!                                   either, then, with XLINK: [padding to 8] [xlink]
 //! ```
 //!
 //! The key always starts at offset 16, so reading it (every chain step of a lookup) is a load
 //! of `meta` and no branch on the form. `slot` is the 8-byte deadline, present only when the
-//! SLOT bit is set (keys without a TTL carry none). The lengths field is the key length in the
-//! usual form (37 bits), and in the embedded form the key length (15 bits), the string's
-//! (21 bits), then the INT bit: the 8 bytes after the key are then an `i64` (native order), a
-//! string stored as an integer (the `int` encoding).
+//! SLOT bit is set (keys without a TTL carry none). `xlink` is the expiry index's chain link
+//! ([`ExpLink`]): main-dict nodes carry it exactly when they have a slot, so the index needs
+//! no entry of its own. The lengths field is the key length in the usual form (35 bits), and
+//! in the embedded form the key length (15 bits) and the string's (20 bits); the INT bit says
+//! that the 8 bytes after the key are an `i64` (native order), a string stored as an integer
+//! (the `int` encoding).
 //!
 //! The *embedded* form exists only in the main dict (`T = Value`): a string value created whole
 //! (SET, MSET ...) lives in the key's own block, after the key, instead of in a `Value` that
@@ -53,8 +57,10 @@ const EMB_BIT: usize = 2;
 const LEN_SHIFT: u32 = 2;
 /// Where the 24-bit access field starts in `meta` (Redis's `lru` bits of an object).
 const ACCESS_SHIFT: u32 = 40;
-/// Longest key the usual form describes (36 bits; Redis caps keys at 512 MB).
-const KEY_LEN_MASK: usize = (1 << (ACCESS_SHIFT - 2 - LEN_SHIFT)) - 1;
+/// Bits of the lengths field (below it: SLOT and EMB; above: XLINK, INT, the mark, access).
+const LEN_BITS: u32 = ACCESS_SHIFT - 3 - LEN_SHIFT;
+/// Longest key the usual form describes (35 bits; Redis caps keys at 512 MB).
+const KEY_LEN_MASK: usize = (1 << LEN_BITS) - 1;
 /// Bits of the key length in the embedded form.
 const EMB_KEY_BITS: u32 = 15;
 /// Longest key an embedded node holds.
@@ -62,7 +68,10 @@ pub const EMB_KEY_MAX: usize = (1 << EMB_KEY_BITS) - 1;
 /// Longest string an embedded node holds. Longer strings take a separate allocation, whose
 /// cost beside them is small (the bits would allow up to 4 MiB).
 pub const EMB_STR_MAX: usize = 4096;
-const EMB_STR_MASK: usize = (1 << (ACCESS_SHIFT - 2 - LEN_SHIFT - EMB_KEY_BITS)) - 1;
+const EMB_STR_MASK: usize = (1 << (LEN_BITS - EMB_KEY_BITS)) - 1;
+/// `meta` bit: the tail ends with the expiry index's link word (see [`ExpLink`]), 8-aligned
+/// after the deadline slot. Main-dict nodes have it exactly when they have a slot.
+const XLINK_BIT: usize = 1 << (ACCESS_SHIFT - 3);
 /// `meta` bit, in the embedded form: the bytes are an `i64`.
 const INT_BIT: usize = 1 << (ACCESS_SHIFT - 2);
 const _: () = assert!(EMB_STR_MAX <= EMB_STR_MASK);
@@ -103,16 +112,27 @@ const fn value_offset<T>(key_len: usize) -> usize {
     key_len.next_multiple_of(align_of::<T>())
 }
 
-/// The tail length a `meta` word describes.
+/// Where the deadline slot starts in the tail (the end of the key and the payload or bytes).
 #[inline]
-fn tail_len<T>(meta: usize) -> usize {
+fn slot_offset<T>(meta: usize) -> usize {
     let k = key_len(meta);
-    let body = if meta & EMB_BIT != 0 {
+    if meta & EMB_BIT != 0 {
         k + emb_len(meta)
     } else {
         value_offset::<T>(k) + size_of::<T>()
-    };
-    body + (meta & SLOT_BIT) * SLOT
+    }
+}
+
+/// The tail length a `meta` word describes.
+#[inline]
+fn tail_len<T>(meta: usize) -> usize {
+    let end = slot_offset::<T>(meta) + (meta & SLOT_BIT) * SLOT;
+    if meta & XLINK_BIT != 0 {
+        // The link word, aligned: the tail starts 16 bytes into an 8-aligned block.
+        end.next_multiple_of(8) + 8
+    } else {
+        end
+    }
 }
 
 /// Layout of a node whose tail holds `tail` bytes; equals `Layout::for_value` of the node.
@@ -164,12 +184,13 @@ impl<T> Packed<T> {
         self.tail.get(..key_len(self.meta)).unwrap_or_default()
     }
 
-    /// The deadline slot, if the node has one: the tail's last 8 bytes.
+    /// The deadline slot, if the node has one: the 8 bytes after the payload or bytes.
     fn slot(&self) -> Option<&[u8; SLOT]> {
         if self.meta & SLOT_BIT == 0 {
             return None;
         }
-        self.tail.last_chunk::<SLOT>()
+        let at = slot_offset::<T>(self.meta);
+        self.tail.get(at..)?.first_chunk::<SLOT>()
     }
 
     /// The raw deadline: Unix ms, 0 for none.
@@ -223,7 +244,12 @@ impl<T> Packed<T> {
     /// that needs a slot this node lacks (then rebuild the node).
     pub(crate) fn try_set_deadline(&mut self, at: u64) -> bool {
         let has_slot = self.meta & SLOT_BIT != 0;
-        match self.tail.last_chunk_mut::<SLOT>() {
+        let off = slot_offset::<T>(self.meta);
+        match self
+            .tail
+            .get_mut(off..)
+            .and_then(|t| t.first_chunk_mut::<SLOT>())
+        {
             Some(b) if has_slot => {
                 *b = at.to_ne_bytes();
                 true
@@ -399,12 +425,24 @@ unsafe impl<T: Send> Send for Thin<T> {}
 // SAFETY: shared access only hands out `&Packed<T>`, as `&Box` would; sharing it shares a `T`.
 unsafe impl<T: Sync> Sync for Thin<T> {}
 
+/// How a new node is laid out beyond its key and payload.
+#[derive(Clone, Copy)]
+struct Form {
+    /// The string's bytes are held in the node (the embedded form).
+    embedded: bool,
+    /// The node has a deadline slot.
+    slot: bool,
+    /// The node has the expiry index's link word (main-dict nodes with a slot).
+    xlink: bool,
+}
+
 /// The `meta` word of a new node.
-fn meta_of(access: u32, lengths: usize, embedded: bool, slot: bool) -> usize {
+fn meta_of(access: u32, lengths: usize, form: Form) -> usize {
     (((access & ACCESS_MAX) as usize) << ACCESS_SHIFT)
         | (lengths << LEN_SHIFT)
-        | (usize::from(embedded) * EMB_BIT)
-        | usize::from(slot)
+        | (usize::from(form.embedded) * EMB_BIT)
+        | (usize::from(form.xlink) * XLINK_BIT)
+        | usize::from(form.slot)
 }
 
 impl<T> Thin<T> {
@@ -422,29 +460,40 @@ impl<T> Thin<T> {
             alloc::handle_alloc_error(layout)
         };
         // SAFETY: `p` is a fresh block of `layout`, aligned for `usize` (hence for `Head<T>`)
-        // and `HEAD + tail` bytes long: the head write, the key (at the tail's start) and the
-        // slot (the tail's last 8 bytes, after the key and the body) are all in bounds, written
-        // with align-1 writes where unaligned.
+        // and `HEAD + tail` bytes long: the head write, the key (at the tail's start), the slot
+        // (8 bytes after the key and the body) and the link word (the tail's last 8 bytes,
+        // 8-aligned, after the slot) are all in bounds, written with align-1 writes where
+        // unaligned.
         unsafe {
             p.as_ptr().write(Head { meta, next: None });
             let t = p.as_ptr().cast::<u8>().add(HEAD);
             ptr::copy_nonoverlapping(key.as_ptr(), t, key.len());
             if meta & SLOT_BIT != 0 {
-                t.add(tail - SLOT)
+                t.add(slot_offset::<T>(meta))
                     .cast::<[u8; SLOT]>()
                     .write(deadline.to_ne_bytes());
+            }
+            if meta & XLINK_BIT != 0 {
+                t.add(tail - 8).cast::<Option<ExpLink>>().write(None);
             }
             (p, t)
         }
     }
 
-    /// A node of the embedded form holding the string `s`, if the key and `s` fit it.
-    fn embed(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Option<Thin<T>> {
+    /// A node of the embedded form holding the string `s`, if the key and `s` fit it; with the
+    /// expiry index's link word when `xlink` and it has a deadline.
+    fn embed(key: &[u8], s: &[u8], deadline: u64, access: u32, xlink: bool) -> Option<Thin<T>> {
         if key.len() > EMB_KEY_MAX || s.len() > EMB_STR_MAX {
             return None;
         }
         let lengths = (s.len() << EMB_KEY_BITS) | key.len();
-        let meta = meta_of(access, lengths, true, deadline != 0);
+        let slot = deadline != 0;
+        let form = Form {
+            embedded: true,
+            slot,
+            xlink: xlink && slot,
+        };
+        let meta = meta_of(access, lengths, form);
         let (p, t) = Self::alloc(meta, key, deadline);
         // SAFETY: the embedded form's tail holds the key, then `s.len()` bytes, then the slot:
         // the copy stays inside it.
@@ -452,10 +501,17 @@ impl<T> Thin<T> {
         Some(Thin(p, PhantomData))
     }
 
-    /// A usual-form node holding `value`.
-    fn build(key: &[u8], value: T, deadline: u64, access: u32) -> Thin<T> {
+    /// A usual-form node holding `value`; with the expiry index's link word when `xlink` and
+    /// it has a deadline.
+    fn build(key: &[u8], value: T, deadline: u64, access: u32, xlink: bool) -> Thin<T> {
         assert!(key.len() <= KEY_LEN_MASK, "key too long for a key node");
-        let meta = meta_of(access, key.len(), false, deadline != 0);
+        let slot = deadline != 0;
+        let form = Form {
+            embedded: false,
+            slot,
+            xlink: xlink && slot,
+        };
+        let meta = meta_of(access, key.len(), form);
         let (p, t) = Self::alloc(meta, key, deadline);
         // SAFETY: the usual form's tail has room for a `T` at `value_offset`, aligned (see
         // `Packed::payload`); the write moves `value` in once.
@@ -506,15 +562,20 @@ impl<T> Thin<T> {
 
 impl<T> Thin<T> {
     /// The same node (key, form, value, access field, snapshot mark) with a deadline slot
-    /// holding `at`, in a new block; this one is freed. For a node without a slot, whose
-    /// deadline cannot be set in place. The node must be unlinked.
-    pub(crate) fn reslotted(self, at: u64) -> Thin<T> {
+    /// holding `at` (and, with `xlink`, the expiry index's link word), in a new block; this
+    /// one is freed. For a node without a slot, whose deadline cannot be set in place. The
+    /// node must be unlinked.
+    pub(crate) fn reslotted(self, at: u64, xlink: bool) -> Thin<T> {
         debug_assert!(self.next.is_none(), "reslotted of a linked node");
+        debug_assert!(
+            self.meta & (SLOT_BIT | XLINK_BIT) == 0,
+            "reslotted of a slotted node"
+        );
         let old = ManuallyDrop::new(self);
-        let meta = old.meta | SLOT_BIT;
+        let meta = old.meta | SLOT_BIT | (usize::from(xlink) * XLINK_BIT);
         let k = key_len(meta);
         // What lies between the key and the slot: the padding and the payload, or the bytes.
-        let body = tail_len::<T>(old.meta) - (old.meta & SLOT_BIT) * SLOT - k;
+        let body = slot_offset::<T>(old.meta) - k;
         let (p, t) = Self::alloc(meta, old.key(), at);
         let fat = old.raw();
         // SAFETY: both blocks are live; the new tail has the same key length, form and body
@@ -536,7 +597,7 @@ impl<T> Thin<T> {
 impl<T: Plain> Thin<T> {
     /// A new unlinked node. `deadline` 0 means none, and then the node gets no slot.
     pub fn new(key: &[u8], value: T, deadline: u64) -> Thin<T> {
-        Self::build(key, value, deadline, 0)
+        Self::build(key, value, deadline, 0, false)
     }
 
     /// Frees the node and returns its value and raw deadline (0 = none). The node must be
@@ -553,11 +614,11 @@ impl Thin<Value> {
     pub fn with_access(key: &[u8], value: Value, deadline: u64, access: u32) -> Node {
         let embedded = match &value {
             Value::Int(i) => Self::embed_int(key, *i, deadline, access),
-            Value::Inline(s) => Self::embed(key, s, deadline, access),
-            Value::Str(s) => Self::embed(key, s, deadline, access),
+            Value::Inline(s) => Self::embed(key, s, deadline, access, true),
+            Value::Str(s) => Self::embed(key, s, deadline, access, true),
             _ => None,
         };
-        embedded.unwrap_or_else(|| Self::build(key, value, deadline, access))
+        embedded.unwrap_or_else(|| Self::build(key, value, deadline, access, true))
     }
 
     /// Whether [`Thin::with_access`] embeds `value` under `key`.
@@ -576,7 +637,7 @@ impl Thin<Value> {
         if let Some(i) = crate::num::canonical_int(s) {
             return match Self::embed_int(key, i, deadline, access) {
                 Some(n) => n,
-                None => Self::build(key, Value::Int(i), deadline, access),
+                None => Self::build(key, Value::Int(i), deadline, access, true),
             };
         }
         Self::with_str(key, s, deadline, access)
@@ -585,15 +646,15 @@ impl Thin<Value> {
     /// A new unlinked node holding the string `s` as a string (never `int`: an `embstr` that
     /// reads as a number stays one), embedded when it fits.
     fn with_str(key: &[u8], s: &[u8], deadline: u64, access: u32) -> Node {
-        match Self::embed(key, s, deadline, access) {
+        match Self::embed(key, s, deadline, access, true) {
             Some(n) => n,
-            None => Self::build(key, Value::string(s), deadline, access),
+            None => Self::build(key, Value::string(s), deadline, access, true),
         }
     }
 
     /// A node of the embedded form holding the integer `i`, if the key fits it.
     fn embed_int(key: &[u8], i: i64, deadline: u64, access: u32) -> Option<Node> {
-        let n = Self::embed(key, &i.to_ne_bytes(), deadline, access)?;
+        let n = Self::embed(key, &i.to_ne_bytes(), deadline, access, true)?;
         Some(Self::flagged_int(n))
     }
 
@@ -628,7 +689,7 @@ impl Thin<Value> {
             Stored::Int(i) => Value::Int(i),
             _ => Value::string(self.embedded()),
         };
-        let mut n = Self::build(self.key(), v, at, access);
+        let mut n = Self::build(self.key(), v, at, access, true);
         n.set_mark(mark);
         n
     }
@@ -656,9 +717,9 @@ impl Packed<Box<[u8]>> {
 impl Thin<Box<[u8]>> {
     /// A new unlinked field node holding `value`. `deadline` 0 means none.
     pub fn new_field(field: &[u8], value: &[u8], deadline: u64) -> Self {
-        match Self::embed(field, value, deadline, 0) {
+        match Self::embed(field, value, deadline, 0, false) {
             Some(n) => n,
-            None => Self::build(field, value.into(), deadline, 0),
+            None => Self::build(field, value.into(), deadline, 0, false),
         }
     }
 }
@@ -748,9 +809,91 @@ impl<T> Link for Thin<T> {
     }
 }
 
+/// An entry of the expiry index: a main-dict node that has a deadline, chained through the
+/// link word at the end of its own tail (see [`XLINK_BIT`]), so the index costs no allocation
+/// and no copy of the key. It does not own the node (the main dict does): the keyspace takes
+/// an entry out of the index before its node is freed or moved to a new block, and dropping
+/// one does nothing.
+pub(crate) struct ExpLink(NonNull<Head<Value>>);
+
+// SAFETY: an `ExpLink` is only dereferenced by the keyspace that owns both dicts, on the thread
+// that has it; sending one (with its keyspace, or a retired bucket array to be freed) sends a
+// pointer that the receiver drops without reading.
+unsafe impl Send for ExpLink {}
+
+impl ExpLink {
+    /// The entry of `node`, which must have the link word (a main-dict node with a slot).
+    pub(crate) fn of(node: &Node) -> ExpLink {
+        debug_assert!(
+            node.meta & XLINK_BIT != 0,
+            "expiry index entry of a node without a link"
+        );
+        ExpLink(node.0)
+    }
+
+    /// The node.
+    #[inline]
+    pub(crate) fn node(&self) -> &KeyNode {
+        // SAFETY: the node is live while its entry is in the index (see the type's docs); the
+        // fat pointer is built as `Thin::raw` builds it, and only shared access is made.
+        unsafe {
+            let meta = (*self.0.as_ptr()).meta;
+            &*(ptr::slice_from_raw_parts(self.0.as_ptr().cast::<u8>(), tail_len::<Value>(meta))
+                as *const KeyNode)
+        }
+    }
+
+    /// The node's link word.
+    #[inline]
+    fn link(&self) -> *mut Option<ExpLink> {
+        let base = self.0.as_ptr();
+        // SAFETY: the node is live (see the type's docs) and has the link word: the last 8
+        // bytes of its tail, 8-aligned (see `tail_len`), holding an `Option<ExpLink>`
+        // (written `None` when the node was made). Only the address is computed here.
+        unsafe {
+            let meta = (*base).meta;
+            base.cast::<u8>()
+                .add(HEAD + tail_len::<Value>(meta) - 8)
+                .cast::<Option<ExpLink>>()
+        }
+    }
+}
+
+impl Link for ExpLink {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        self.node().key()
+    }
+    #[inline]
+    fn prefetch(&self) {
+        crate::dict::prefetch(self.0.as_ptr().cast::<u8>());
+    }
+    #[inline]
+    fn next(&self) -> Option<&Self> {
+        // SAFETY: see `link`; the word is only changed through `next_mut` of this entry, which
+        // `&self` excludes.
+        unsafe { (*self.link()).as_ref() }
+    }
+    #[inline]
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        // SAFETY: see `link`; `&mut self` makes this entry's access to its word exclusive
+        // (each node is in the index once, and nothing else writes the word).
+        unsafe { &mut *self.link() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tail of a main-dict node whose key and payload take `body` bytes: with a deadline
+    /// (`at` not 0), the slot and then the expiry index's link word, 8-aligned.
+    fn linked(body: usize, at: u64) -> usize {
+        match at {
+            0 => body,
+            _ => (body + 8).next_multiple_of(8) + 8,
+        }
+    }
 
     fn bytes_of(v: Stored<'_>) -> Vec<u8> {
         v.as_str(&mut itoa::Buffer::new())
@@ -762,27 +905,45 @@ mod tests {
     fn sizes() {
         assert_eq!(std::mem::size_of::<Value>(), 24);
         assert_eq!(std::mem::size_of::<Option<Node>>(), 8);
+        let form = |slot, xlink| Form {
+            embedded: false,
+            slot,
+            xlink,
+        };
         // A 7-byte key without deadline holding an int: one 48-byte block.
         assert_eq!(
-            layout(tail_len::<Value>(meta_of(0, 7, false, false))).size(),
+            layout(tail_len::<Value>(meta_of(0, 7, form(false, false)))).size(),
             48
         );
         assert_eq!(
-            layout(tail_len::<Value>(meta_of(0, 16, false, true))).size(),
+            layout(tail_len::<Value>(meta_of(0, 16, form(true, false)))).size(),
             64
         );
+        // With the expiry index's link word: 16 + 16 + 24 + 8, then 8 aligned.
         assert_eq!(
-            layout(tail_len::<()>(meta_of(0, 16, false, false))).size(),
+            layout(tail_len::<Value>(meta_of(0, 16, form(true, true)))).size(),
+            72
+        );
+        assert_eq!(
+            layout(tail_len::<()>(meta_of(0, 16, form(false, false)))).size(),
             32
         );
         assert_eq!(
-            layout(tail_len::<u8>(meta_of(0, 0, false, false))).size(),
+            layout(tail_len::<u8>(meta_of(0, 0, form(false, false)))).size(),
             24
         );
         // The issue's key: 16 bytes, a 64-byte string, embedded: one 96-byte block.
         let n = Node::with_bytes(&[b'k'; 16], &[b'v'; 64], 0, 0);
         assert_eq!(std::mem::size_of_val::<KeyNode>(&n), 96);
         assert_eq!(n.mem_bytes(), 96);
+        // With a deadline: the slot and the link word, 112 bytes in all (mimalloc's 112 class,
+        // as the slot alone takes), and no entry of its own in the expiry index.
+        let n = Node::with_bytes(&[b'k'; 16], &[b'v'; 64], 1, 0);
+        assert_eq!(std::mem::size_of_val::<KeyNode>(&n), 112);
+        // An odd length: the link word is aligned after the slot.
+        let n = Node::with_bytes(&[b'k'; 13], &[b'v'; 2], 1, 0);
+        assert_eq!(std::mem::size_of_val::<KeyNode>(&n), 16 + 24 + 8);
+        assert_eq!(n.deadline(), 1);
     }
 
     #[test]
@@ -798,7 +959,7 @@ mod tests {
                 assert_eq!(n.obj(), Some(&raw()));
                 assert_eq!(
                     std::mem::size_of_val::<KeyNode>(&n),
-                    layout(value_offset::<Value>(len) + 24 + if at != 0 { 8 } else { 0 }).size()
+                    layout(linked(value_offset::<Value>(len) + 24, at)).size()
                 );
                 // Clearing always works in place; setting needs a slot.
                 assert!(n.try_set_deadline(0));
@@ -833,7 +994,7 @@ mod tests {
                     if embedded {
                         assert_eq!(
                             std::mem::size_of_val::<KeyNode>(&n),
-                            layout(klen + slen + if at != 0 { 8 } else { 0 }).size()
+                            layout(linked(klen + slen, at)).size()
                         );
                     }
                     // Overwrite in place when the length matches.
@@ -881,8 +1042,8 @@ mod tests {
                 n.value().as_str(&mut itoa::Buffer::new()),
                 Some(s.as_bytes())
             );
-            // 16 + 16-byte key + 8 (+ slot): no `Value`.
-            let slot = if at != 0 { 8 } else { 0 };
+            // 16 + 16-byte key + 8 (+ slot and link word): no `Value`.
+            let slot = if at != 0 { 16 } else { 0 };
             assert_eq!(std::mem::size_of_val::<KeyNode>(&n), 40 + slot);
             // Stored in place; never through the string bytes.
             assert!(n.embedded_mut(8).is_none());
@@ -1012,7 +1173,7 @@ mod tests {
                     .as_str(&mut itoa::Buffer::new())
                     .map(<[u8]>::to_vec);
                 let size = std::mem::size_of_val::<KeyNode>(&n);
-                let m = n.reslotted(77);
+                let m = n.reslotted(77, true);
                 assert_eq!(
                     (m.key(), m.deadline(), m.access(), m.mark()),
                     (&key[..], 77, 0x1234, true)
@@ -1020,14 +1181,15 @@ mod tests {
                 assert_eq!((m.holds_string(), m.value().encoding()), (form, encoding));
                 let mut buf = itoa::Buffer::new();
                 assert_eq!(m.value().as_str(&mut buf).map(<[u8]>::to_vec), text);
+                // The slot, then the link word 8-aligned: 16 bytes on the padded tail.
                 assert_eq!(
                     std::mem::size_of_val::<KeyNode>(&m),
-                    layout(size - 16 + 8).size()
+                    layout(size - 16 + 16).size()
                 );
             }
-            let f = Thin::new_field(&key, b"field value", 0).reslotted(5);
+            let f = Thin::new_field(&key, b"field value", 0).reslotted(5, false);
             assert_eq!((f.value(), f.deadline()), (&b"field value"[..], 5));
-            let big = Thin::new_field(&key, &[b'v'; EMB_STR_MAX + 1], 0).reslotted(6);
+            let big = Thin::new_field(&key, &[b'v'; EMB_STR_MAX + 1], 0).reslotted(6, false);
             assert_eq!(
                 (big.value(), big.deadline()),
                 (&[b'v'; EMB_STR_MAX + 1][..], 6)
