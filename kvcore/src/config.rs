@@ -25,7 +25,34 @@ pub enum Kind {
     Percentiles,
     /// `save`'s points: pairs of seconds and changes, or nothing.
     SavePoints,
+    /// A byte count or a percentage (`maxmemory-clients`: `0`, `1gb`, `10%`).
+    MemoryOrPercent,
+    /// Three OOM score adjustments, each -2000 to 2000 (`oom-score-adj-values`).
+    OomScores,
+    /// A host name: letters, digits, hyphens and dots, or nothing.
+    Hostname,
 }
+
+/// Parameters of features this server does not have: any value but the default is refused,
+/// with the reason, at start-up and by CONFIG SET, rather than silently not acting on it.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("tls-port", "TLS is not supported by this server"),
+    ("tls-replication", "TLS is not supported by this server"),
+    ("tls-cluster", "TLS is not supported by this server"),
+    (
+        "cluster-enabled",
+        "cluster mode is not supported by this server",
+    ),
+    (
+        "unixsocket",
+        "Unix sockets are not supported by this server",
+    ),
+    ("aclfile", "ACL files are not supported by this server"),
+    (
+        "syslog-enabled",
+        "syslog is not supported by this server (logfile is)",
+    ),
+];
 
 /// One parameter's description.
 pub struct Param {
@@ -100,7 +127,7 @@ pub static PARAMS: &[Param] = &[
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
     ),
     p!("timeout", I32, "0"),
-    p!("replicaof", [], Kind::Text, "", false),
+    p!("replicaof", ["slaveof"], Kind::Text, "", false),
     p!("masterauth", Kind::Text, ""),
     p!("masteruser", Kind::Text, ""),
     p!(
@@ -247,6 +274,337 @@ pub static PARAMS: &[Param] = &[
         "-2",
         true
     ),
+    // Start-up parameters the server reads (see kvserver's main).
+    p!(
+        "tcp-backlog",
+        [],
+        Kind::Int(0, i32::MAX as i64),
+        "511",
+        false
+    ),
+    p!("daemonize", [], Kind::Bool, "no", false),
+    p!("pidfile", [], Kind::Text, "", false),
+    p!("logfile", [], Kind::Text, "", false),
+    // Redis 7's other parameters, with its kinds, bounds and defaults (read from a running
+    // redis-server 7.0.15): accepted so that a redis.conf loads and CONFIG GET/SET answer as
+    // Redis does. Those naming features this server does not have (TLS, cluster mode, Unix
+    // sockets, ACL files, syslog) refuse any value but their default (see `UNSUPPORTED`); the
+    // rest tune mechanisms this server does differently or not at all (active defrag, io
+    // threads, jemalloc, list compression, the OOM score ...) and change nothing here.
+    p!(
+        "acl-pubsub-default",
+        [],
+        Kind::Enum(&["allchannels", "resetchannels"]),
+        "resetchannels",
+        true
+    ),
+    p!("aclfile", [], Kind::Text, "", false),
+    p!("acllog-max-len", [], Kind::Int(0, i64::MAX), "128", true),
+    p!("active-defrag-cycle-max", [], Kind::Int(1, 99), "25", true),
+    p!("active-defrag-cycle-min", [], Kind::Int(1, 99), "1", true),
+    p!(
+        "active-defrag-ignore-bytes",
+        [],
+        Kind::Memory,
+        "104857600",
+        true
+    ),
+    p!(
+        "active-defrag-max-scan-fields",
+        [],
+        Kind::Int(1, i64::MAX),
+        "1000",
+        true
+    ),
+    p!(
+        "active-defrag-threshold-lower",
+        [],
+        Kind::Int(0, 1000),
+        "10",
+        true
+    ),
+    p!(
+        "active-defrag-threshold-upper",
+        [],
+        Kind::Int(0, 1000),
+        "100",
+        true
+    ),
+    p!("active-expire-effort", [], Kind::Int(1, 10), "1", true),
+    p!("activedefrag", [], Kind::Bool, "no", true),
+    p!("activerehashing", [], Kind::Bool, "yes", true),
+    p!("always-show-logo", [], Kind::Bool, "no", false),
+    p!("aof-disable-auto-gc", [], Kind::Bool, "no", true),
+    p!("aof-rewrite-incremental-fsync", [], Kind::Bool, "yes", true),
+    p!("aof-timestamp-enabled", [], Kind::Bool, "no", true),
+    p!("aof_rewrite_cpulist", [], Kind::Text, "", false),
+    p!("bgsave_cpulist", [], Kind::Text, "", false),
+    p!("bind-source-addr", [], Kind::Text, "", true),
+    p!("bio_cpulist", [], Kind::Text, "", false),
+    p!(
+        "busy-reply-threshold",
+        [],
+        Kind::Int(0, i64::MAX),
+        "5000",
+        true
+    ),
+    p!(
+        "cluster-allow-pubsubshard-when-down",
+        [],
+        Kind::Bool,
+        "yes",
+        true
+    ),
+    p!("cluster-allow-reads-when-down", [], Kind::Bool, "no", true),
+    p!(
+        "cluster-allow-replica-migration",
+        [],
+        Kind::Bool,
+        "yes",
+        true
+    ),
+    p!(
+        "cluster-announce-bus-port",
+        [],
+        Kind::Int(0, 65535),
+        "0",
+        true
+    ),
+    p!("cluster-announce-hostname", [], Kind::Hostname, "", true),
+    p!("cluster-announce-ip", [], Kind::Text, "", true),
+    p!("cluster-announce-port", [], Kind::Int(0, 65535), "0", true),
+    p!(
+        "cluster-announce-tls-port",
+        [],
+        Kind::Int(0, 65535),
+        "0",
+        true
+    ),
+    p!("cluster-config-file", [], Kind::Text, "nodes.conf", false),
+    p!("cluster-enabled", [], Kind::Bool, "no", false),
+    p!("cluster-link-sendbuf-limit", [], Kind::Memory, "0", true),
+    p!(
+        "cluster-migration-barrier",
+        [],
+        Kind::Int(0, i32::MAX as i64),
+        "1",
+        true
+    ),
+    p!(
+        "cluster-node-timeout",
+        [],
+        Kind::Int(0, i64::MAX),
+        "15000",
+        true
+    ),
+    p!("cluster-port", [], Kind::Int(0, 65535), "0", false),
+    p!(
+        "cluster-preferred-endpoint-type",
+        [],
+        Kind::Enum(&["ip", "hostname", "unknown-endpoint"]),
+        "ip",
+        true
+    ),
+    p!(
+        "cluster-replica-no-failover",
+        ["cluster-slave-no-failover"],
+        Kind::Bool,
+        "no",
+        true
+    ),
+    p!(
+        "cluster-replica-validity-factor",
+        ["cluster-slave-validity-factor"],
+        Kind::Int(0, i32::MAX as i64),
+        "10",
+        true
+    ),
+    p!("cluster-require-full-coverage", [], Kind::Bool, "yes", true),
+    p!("crash-log-enabled", [], Kind::Bool, "yes", true),
+    p!("crash-memcheck-enabled", [], Kind::Bool, "yes", true),
+    p!("dynamic-hz", [], Kind::Bool, "yes", true),
+    p!(
+        "enable-module-command",
+        [],
+        Kind::Enum(&["no", "yes", "local"]),
+        "no",
+        false
+    ),
+    p!("ignore-warnings", [], Kind::Text, "", true),
+    p!("io-threads", [], Kind::Int(1, 128), "1", false),
+    p!("io-threads-do-reads", [], Kind::Bool, "no", false),
+    p!("jemalloc-bg-thread", [], Kind::Bool, "yes", true),
+    p!("lazyfree-lazy-expire", [], Kind::Bool, "no", true),
+    p!("lazyfree-lazy-server-del", [], Kind::Bool, "no", true),
+    p!("lazyfree-lazy-user-del", [], Kind::Bool, "no", true),
+    p!("lazyfree-lazy-user-flush", [], Kind::Bool, "no", true),
+    p!(
+        "list-compress-depth",
+        [],
+        Kind::Int(0, i32::MAX as i64),
+        "0",
+        true
+    ),
+    p!("lua-time-limit", [], Kind::Int(0, i64::MAX), "5000", true),
+    p!("maxmemory-clients", [], Kind::MemoryOrPercent, "0", true),
+    p!("no-appendfsync-on-rewrite", [], Kind::Bool, "no", true),
+    p!(
+        "oom-score-adj",
+        [],
+        Kind::Enum(&["no", "yes", "relative", "absolute"]),
+        "no",
+        true
+    ),
+    p!(
+        "oom-score-adj-values",
+        [],
+        Kind::OomScores,
+        "0 200 800",
+        true
+    ),
+    p!(
+        "proc-title-template",
+        [],
+        Kind::Text,
+        "{title} {listen-addr} {server-mode}",
+        true
+    ),
+    p!(
+        "propagation-error-behavior",
+        [],
+        Kind::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        "ignore",
+        true
+    ),
+    p!("rdb-del-sync-files", [], Kind::Bool, "no", true),
+    p!("rdb-save-incremental-fsync", [], Kind::Bool, "yes", true),
+    p!("repl-disable-tcp-nodelay", [], Kind::Bool, "no", true),
+    p!("replica-announced", [], Kind::Bool, "yes", true),
+    p!(
+        "replica-ignore-disk-write-errors",
+        [],
+        Kind::Bool,
+        "no",
+        true
+    ),
+    p!(
+        "replica-ignore-maxmemory",
+        ["slave-ignore-maxmemory"],
+        Kind::Bool,
+        "yes",
+        true
+    ),
+    p!(
+        "replica-lazy-flush",
+        ["slave-lazy-flush"],
+        Kind::Bool,
+        "no",
+        true
+    ),
+    p!(
+        "sanitize-dump-payload",
+        [],
+        Kind::Enum(&["no", "yes", "clients"]),
+        "no",
+        true
+    ),
+    p!("server_cpulist", [], Kind::Text, "", false),
+    p!("set-proc-title", [], Kind::Bool, "yes", false),
+    p!(
+        "shutdown-on-sigint",
+        [],
+        Kind::Enum(&["default", "save", "nosave", "now", "force"]),
+        "default",
+        true
+    ),
+    p!(
+        "shutdown-on-sigterm",
+        [],
+        Kind::Enum(&["default", "save", "nosave", "now", "force"]),
+        "default",
+        true
+    ),
+    p!(
+        "shutdown-timeout",
+        [],
+        Kind::Int(0, i32::MAX as i64),
+        "10",
+        true
+    ),
+    p!("socket-mark-id", [], Kind::Int(0, 4294967295), "0", false),
+    p!("stream-node-max-bytes", [], Kind::Memory, "4096", true),
+    p!(
+        "stream-node-max-entries",
+        [],
+        Kind::Int(0, i64::MAX),
+        "100",
+        true
+    ),
+    p!(
+        "supervised",
+        [],
+        Kind::Enum(&["upstart", "systemd", "auto", "no"]),
+        "no",
+        false
+    ),
+    p!("syslog-enabled", [], Kind::Bool, "no", false),
+    p!(
+        "syslog-facility",
+        [],
+        Kind::Enum(&[
+            "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7"
+        ]),
+        "local0",
+        false
+    ),
+    p!("syslog-ident", [], Kind::Text, "redis", false),
+    p!(
+        "tls-auth-clients",
+        [],
+        Kind::Enum(&["no", "yes", "optional"]),
+        "yes",
+        true
+    ),
+    p!("tls-ca-cert-dir", [], Kind::Text, "", true),
+    p!("tls-ca-cert-file", [], Kind::Text, "", true),
+    p!("tls-cert-file", [], Kind::Text, "", true),
+    p!("tls-ciphers", [], Kind::Text, "", true),
+    p!("tls-ciphersuites", [], Kind::Text, "", true),
+    p!("tls-client-cert-file", [], Kind::Text, "", true),
+    p!("tls-client-key-file", [], Kind::Text, "", true),
+    p!("tls-client-key-file-pass", [], Kind::Text, "", true),
+    p!("tls-cluster", [], Kind::Bool, "no", true),
+    p!("tls-dh-params-file", [], Kind::Text, "", true),
+    p!("tls-key-file", [], Kind::Text, "", true),
+    p!("tls-key-file-pass", [], Kind::Text, "", true),
+    p!("tls-port", [], Kind::Int(0, 65535), "0", true),
+    p!("tls-prefer-server-ciphers", [], Kind::Bool, "no", true),
+    p!("tls-protocols", [], Kind::Text, "", true),
+    p!("tls-replication", [], Kind::Bool, "no", true),
+    p!(
+        "tls-session-cache-size",
+        [],
+        Kind::Int(0, i32::MAX as i64),
+        "20480",
+        true
+    ),
+    p!(
+        "tls-session-cache-timeout",
+        [],
+        Kind::Int(0, i32::MAX as i64),
+        "300",
+        true
+    ),
+    p!("tls-session-caching", [], Kind::Bool, "yes", true),
+    p!(
+        "tracking-table-max-keys",
+        [],
+        Kind::Int(0, i64::MAX),
+        "1000000",
+        true
+    ),
+    p!("unixsocket", [], Kind::Text, "", false),
+    p!("unixsocketperm", [], Kind::Int(0, 511), "0", false),
 ];
 
 /// Current values, in [`PARAMS`] order, plus typed copies of the hot ones.
@@ -412,7 +770,51 @@ pub fn find(name: &str) -> Option<(usize, &'static Param)> {
 }
 
 fn normalize(p: &Param, v: &str) -> Result<String, String> {
+    let shown = normalize_kind(p, v)?;
+    match UNSUPPORTED.iter().find(|(n, _)| *n == p.name) {
+        Some((_, why)) if shown != p.default => Err((*why).to_string()),
+        _ => Ok(shown),
+    }
+}
+
+fn normalize_kind(p: &Param, v: &str) -> Result<String, String> {
     match p.kind {
+        Kind::MemoryOrPercent => {
+            let ok = match v.strip_suffix('%') {
+                Some(pct) => pct.parse::<u32>().is_ok(),
+                None => parse_memory(v).is_some(),
+            };
+            match ok {
+                true => Ok(v.strip_suffix('%').map_or_else(
+                    || parse_memory(v).unwrap_or(0).to_string(),
+                    |pct| format!("{}%", pct.parse::<u32>().unwrap_or(0)),
+                )),
+                false => Err("argument must be a memory or percent value".into()),
+            }
+        }
+        Kind::OomScores => {
+            let words: Vec<&str> = v.split_ascii_whitespace().collect();
+            if words.len() != 3 {
+                return Err("wrong number of arguments".into());
+            }
+            let mut shown = Vec::new();
+            for w in words {
+                match w.parse::<i32>() {
+                    Ok(n) if (-2000..=2000).contains(&n) => shown.push(n.to_string()),
+                    _ => return Err("Invalid oom-score-adj-values".into()),
+                }
+            }
+            Ok(shown.join(" "))
+        }
+        Kind::Hostname => {
+            if v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+            {
+                Ok(v.to_string())
+            } else {
+                Err("Hostnames may only contain alphanumeric characters, hyphens or dots".into())
+            }
+        }
         Kind::Int(lo, hi) => match v.parse::<i64>() {
             Ok(n) if (lo..=hi).contains(&n) => Ok(n.to_string()),
             Ok(_) => Err(format!("argument must be between {lo} and {hi} inclusive")),

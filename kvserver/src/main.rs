@@ -74,10 +74,61 @@ fn main() {
         }
     };
     log::set_level(opts.loglevel);
-    if let Err(e) = run(opts) {
+    let pidfile = match detach(&opts) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("kvserver: {e}");
+            std::process::exit(1);
+        }
+    };
+    let end = run(opts);
+    if let Some(p) = pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    if let Err(e) = end {
+        if log::to_a_file() {
+            log!(3, "{e}");
+        }
         eprintln!("kvserver: {e}");
         std::process::exit(1);
     }
+}
+
+/// What Redis does with `logfile`, `daemonize` and `pidfile` before it starts serving: logs go
+/// to the file when one is named (appended to); `daemonize yes` forks into the background
+/// (before any thread exists), leaving the standard streams on /dev/null; the pid file is
+/// written when one is named, or, as Redis does, at `/var/run/redis.pid` when daemonized
+/// without one. Returns the pid file written, to remove at exit.
+fn detach(opts: &Options) -> Result<Option<std::path::PathBuf>, String> {
+    let cfg = |n| opts.store.get(n).unwrap_or("").to_string();
+    let (logfile, daemonize, pidfile) = (cfg("logfile"), cfg("daemonize") == "yes", cfg("pidfile"));
+    if !logfile.is_empty() {
+        log::to_file(&logfile).map_err(|e| format!("can't open the log file '{logfile}': {e}"))?;
+    }
+    if daemonize {
+        // SAFETY: called from `main` before any thread is started (the runtimes, the AOF and
+        // lazyfree threads all start in `run`), so the child that continues has all of this
+        // process's state; `daemon` only forks, calls setsid and reopens the standard streams.
+        if unsafe { libc::daemon(1, 0) } != 0 {
+            return Err(format!(
+                "can't daemonize: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    let pidfile = match (pidfile.is_empty(), daemonize) {
+        (false, _) => Some(std::path::PathBuf::from(pidfile)),
+        (true, true) => Some(std::path::PathBuf::from("/var/run/redis.pid")),
+        (true, false) => None,
+    };
+    if let Some(p) = &pidfile {
+        // As Redis: a pid file that cannot be written is logged, not fatal.
+        if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
+            log!(3, "failed to write PID file {}: {e}", p.display());
+            return Ok(None);
+        }
+    }
+    Ok(pidfile)
 }
 
 /// Turns transparent huge pages off for this process (`disable-thp yes`, the default, as in
@@ -309,7 +360,13 @@ async fn shard_main(
     keys: Vec<kvcore::rdb::LoadedKey>,
 ) {
     let bind = global.opts.bind.clone();
-    let listener = match net::listen(&bind, port) {
+    let backlog = global
+        .opts
+        .store
+        .get("tcp-backlog")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(511);
+    let listener = match net::listen(&bind, port, backlog) {
         Ok(l) => l,
         Err(e) => {
             let _ = tx.send(Err(format!("can't listen on {bind}:{port}: {e}")));

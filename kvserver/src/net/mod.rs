@@ -17,8 +17,9 @@ use crate::shard::{Handoff, Shard};
 
 pub(crate) const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Set up an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
 
-/// Binds a listening socket with SO_REUSEPORT, so that every shard accepts on the same port.
-pub fn listen(bind: &str, port: u16) -> std::io::Result<TcpListener> {
+/// Binds a listening socket with SO_REUSEPORT, so that every shard accepts on the same port;
+/// `backlog` is the queue of connections not yet accepted (`tcp-backlog`).
+pub fn listen(bind: &str, port: u16, backlog: u32) -> std::io::Result<TcpListener> {
     let addr = (bind, port)
         .to_socket_addrs()?
         .next()
@@ -31,7 +32,7 @@ pub fn listen(bind: &str, port: u16) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.set_reuseport(true)?;
     socket.bind(addr)?;
-    socket.listen(511)
+    socket.listen(backlog)
 }
 
 /// Accepts clients on this shard's listener, and serves the clients other shards hand over,
