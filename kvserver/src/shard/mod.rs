@@ -255,7 +255,30 @@ impl Shard {
         R: Send + 'static,
         F: FnOnce(&Shard) -> R + Send + 'static,
     {
+        self.run_on(to, None, f).await
+    }
+
+    /// Locks `keys` exclusively on shard `to` and runs `f` there as soon as they are granted,
+    /// in the same step: one round trip where [`Shard::lock`] then [`Shard::call`] take two.
+    /// Release them with [`Shard::unlock`].
+    pub async fn lock_call<R, F>(&self, to: usize, keys: Vec<LockKey>, f: F) -> R
+    where
+        R: Send + 'static,
+        F: FnOnce(&Shard) -> R + Send + 'static,
+    {
+        self.run_on(to, Some(keys), f).await
+    }
+
+    /// [`Shard::call`], after locking `keys` there when given ([`Shard::lock_call`]).
+    async fn run_on<R, F>(&self, to: usize, keys: Option<Vec<LockKey>>, f: F) -> R
+    where
+        R: Send + 'static,
+        F: FnOnce(&Shard) -> R + Send + 'static,
+    {
         if to == self.id {
+            if let Some(keys) = keys {
+                self.lock(to, keys, true).await;
+            }
             let r = f(self);
             self.after_writes();
             self.flush_changes();
@@ -266,11 +289,16 @@ impl Shard {
         // always` that client's reply waits for a sync covering what the other shard logged.
         self.note_remote_writes();
         let from = self.id;
+        let job: Job = Box::new(move |s| Box::new(f(s)) as Payload);
         let rx = self
-            .request(to, |id| Msg::Call {
-                from,
-                id,
-                job: Box::new(move |s| Box::new(f(s)) as Payload),
+            .request(to, |id| match keys {
+                Some(keys) => Msg::LockCall {
+                    from,
+                    id,
+                    keys,
+                    job,
+                },
+                None => Msg::Call { from, id, job },
             })
             .await;
         Self::answer(to, rx).await
@@ -325,34 +353,6 @@ impl Shard {
             })
             .await;
         let _ = rx.await;
-    }
-
-    /// Locks `keys` exclusively on shard `to` and runs `f` there as soon as they are granted,
-    /// in the same step: one round trip where [`Shard::lock`] then [`Shard::call`] take two.
-    /// Release them with [`Shard::unlock`].
-    pub async fn lock_call<R, F>(&self, to: usize, keys: Vec<LockKey>, f: F) -> R
-    where
-        R: Send + 'static,
-        F: FnOnce(&Shard) -> R + Send + 'static,
-    {
-        if to == self.id {
-            self.lock(to, keys, true).await;
-            let r = f(self);
-            self.after_writes();
-            self.flush_changes();
-            return r;
-        }
-        self.note_remote_writes();
-        let from = self.id;
-        let rx = self
-            .request(to, |id| Msg::LockCall {
-                from,
-                id,
-                keys,
-                job: Box::new(move |s| Box::new(f(s)) as Payload),
-            })
-            .await;
-        Self::answer(to, rx).await
     }
 
     /// Runs the commands of `batch` in order for the client whose session is `session`,
