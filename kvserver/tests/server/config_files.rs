@@ -2,9 +2,9 @@
 //! parameter a real redis-server lists, with Redis's defaults.
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::persistence::{q, TempDir};
+use crate::replication::eventually;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -12,17 +12,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-fn until(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("never happened: {what}");
 }
 
 /// `CONFIG GET *` as (name, value) pairs.
@@ -75,7 +64,7 @@ fn debians_redis_conf_runs_the_server_in_the_background() {
     );
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
     let mut c = None;
-    until(10, "the daemon serves", || {
+    eventually(10, "the daemon serves", || {
         c = client.get_connection().ok();
         c.is_some()
     });
@@ -96,7 +85,7 @@ fn debians_redis_conf_runs_the_server_in_the_background() {
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("Ready to accept connections"), "{logged}");
     let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
-    until(10, "the daemon exits", || {
+    eventually(10, "the daemon exits", || {
         !std::path::Path::new(&format!("/proc/{daemon}")).exists()
     });
     assert!(

@@ -15,7 +15,7 @@ use crate::persistence::{contents, fill, q, redis_server_with, TempDir};
 use crate::support::{call, key_on, Server};
 
 /// Waits up to `secs` for `f`; panics with `what` when it never holds.
-fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if f() {
