@@ -131,6 +131,45 @@ fn detach(opts: &Options) -> Result<Option<std::path::PathBuf>, String> {
     Ok(pidfile)
 }
 
+/// The socket to tell systemd about start-up and shutdown on (`supervised systemd`, or
+/// `auto` when systemd set `NOTIFY_SOCKET`), as Redis does for units of `Type=notify` (Debian's
+/// redis-server unit runs `--supervised systemd`). Upstart is not supported: nothing is sent.
+fn supervisor(mode: &str) -> Option<String> {
+    let socket = std::env::var("NOTIFY_SOCKET")
+        .ok()
+        .filter(|s| !s.is_empty());
+    match mode {
+        "systemd" | "auto" => {
+            if socket.is_none() && mode == "systemd" {
+                log!(
+                    3,
+                    "systemd supervision requested, but NOTIFY_SOCKET not found"
+                );
+            }
+            socket
+        }
+        _ => None,
+    }
+}
+
+/// Sends `state` to systemd's notification socket (a path, or `@` and an abstract name).
+fn notify(socket: &str, state: &str) {
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let sent = UnixDatagram::unbound().and_then(|d| {
+        let addr = match socket.strip_prefix('@') {
+            Some(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                SocketAddr::from_abstract_name(name.as_bytes())?
+            }
+            None => SocketAddr::from_pathname(socket)?,
+        };
+        d.send_to_addr(state.as_bytes(), &addr)
+    });
+    if let Err(e) = sent {
+        log!(3, "can't notify systemd on {socket}: {e}");
+    }
+}
+
 /// Turns transparent huge pages off for this process (`disable-thp yes`, the default, as in
 /// Redis). mimalloc asks for huge pages on its arenas; with them RSS grows and shrinks in 2 MiB
 /// steps, so a small dataset pays for whole huge pages (about 13 bytes per set of 100k small
@@ -272,8 +311,15 @@ fn run(opts: Options) -> Result<(), String> {
         "Ready to accept connections tcp on {}:{port}",
         global.opts.bind
     );
+    let supervised = supervisor(global.opts.store.get("supervised").unwrap_or("no"));
+    if let Some(sock) = &supervised {
+        notify(sock, "STATUS=Ready to accept connections\nREADY=1\n");
+    }
     for t in threads {
         let _ = t.join();
+    }
+    if let Some(sock) = &supervised {
+        notify(sock, "STOPPING=1\n");
     }
     let _ = ticker.join();
     persist::aof::stop(&global);

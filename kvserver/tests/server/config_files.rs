@@ -166,3 +166,43 @@ fn every_redis_parameter_is_known_with_its_default() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Under systemd (`supervised systemd`, as Debian's unit runs redis-server, with
+/// `NOTIFY_SOCKET` set), the server says READY=1 once it serves and STOPPING=1 on its way out.
+#[test]
+fn systemd_hears_ready_and_stopping() {
+    let dir = TempDir::new("notify");
+    let path = format!("{}/notify.sock", dir.path());
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kvserver"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--dir",
+            dir.path(),
+        ])
+        .args(["--supervised", "systemd", "--daemonize", "no"])
+        .env("NOTIFY_SOCKET", &path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).expect("a notification");
+    let ready = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(ready.contains("READY=1"), "{ready}");
+    // Ready means serving.
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let pong: String = q(&mut c, &["PING"]);
+    assert_eq!(pong, "PONG");
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut c);
+    let n = sock.recv(&mut buf).expect("a notification");
+    assert_eq!(&buf[..n], b"STOPPING=1\n");
+    assert!(child.wait().unwrap().success());
+}
