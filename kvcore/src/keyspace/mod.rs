@@ -230,15 +230,6 @@ impl Keyspace {
                 return None;
             }
         }
-        // A string held in a node with a deadline moves to a new block: out of `expires` first.
-        let relink = unembed
-            && self
-                .main
-                .get(key)
-                .is_some_and(|n| n.holds_string() && n.deadline() != 0);
-        if relink {
-            self.expires.remove(key);
-        }
         let found = self.main.get_or_evict_reformed(
             key,
             |n| n.expired(dead_at),
@@ -247,9 +238,6 @@ impl Keyspace {
         );
         match found {
             Ok(n) => {
-                if relink {
-                    self.expires.insert_new(ExpLink::of(n));
-                }
                 if write {
                     if let Some(s) = self.snap.as_deref_mut() {
                         s.save_old(self.parity, n);
@@ -330,8 +318,25 @@ impl Keyspace {
     /// first (as Redis turns an `embstr` into a `raw` string to change it).
     pub fn get_mut(&mut self, key: &[u8], now: u64) -> Option<&mut Value> {
         self.main.rehash_step(REHASH_MOVES);
-        self.live_with(key, now, !self.no_touch, true, true)
-            .and_then(|n| n.obj_mut())
+        let touch = !self.no_touch;
+        // A string held in a node with a deadline moves to a new block: out of `expires`
+        // before, back in after.
+        let relink = self
+            .main
+            .get(key)
+            .is_some_and(|n| n.holds_string() && n.deadline() != 0);
+        if !relink {
+            return self
+                .live_with(key, now, touch, true, true)
+                .and_then(|n| n.obj_mut());
+        }
+        self.expires.remove(key);
+        let link = self
+            .live_with(key, now, touch, true, true)
+            .map(|n| ExpLink::of(n));
+        // (Expired and deleted when there is no link.)
+        self.expires.insert_new(link?);
+        self.main.get_mut(key).and_then(|n| n.obj_mut())
     }
 
     /// Changes in place the integer a live `key` holds in its node (INCR on a counter):

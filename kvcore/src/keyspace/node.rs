@@ -243,18 +243,20 @@ impl<T> Packed<T> {
     /// Stores the raw deadline `at` (0 = none) in place. Returns false, changing nothing, when
     /// that needs a slot this node lacks (then rebuild the node).
     pub(crate) fn try_set_deadline(&mut self, at: u64) -> bool {
-        let has_slot = self.meta & SLOT_BIT != 0;
+        if self.meta & SLOT_BIT == 0 {
+            return at == 0;
+        }
         let off = slot_offset::<T>(self.meta);
         match self
             .tail
             .get_mut(off..)
             .and_then(|t| t.first_chunk_mut::<SLOT>())
         {
-            Some(b) if has_slot => {
+            Some(b) => {
                 *b = at.to_ne_bytes();
                 true
             }
-            _ => at == 0,
+            None => at == 0,
         }
     }
 
