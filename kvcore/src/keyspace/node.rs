@@ -221,13 +221,6 @@ impl<T> Packed<T> {
         (self.meta >> ACCESS_SHIFT) as u32
     }
 
-    /// Stores the access field (its low 24 bits).
-    #[inline]
-    pub(crate) fn set_access(&mut self, access: u32) {
-        let keep = self.meta & ((1 << ACCESS_SHIFT) - 1);
-        self.meta = keep | ((access & ACCESS_MAX) as usize) << ACCESS_SHIFT;
-    }
-
     /// The snapshot mark (see [`crate::snapshot`]).
     #[inline]
     pub(crate) fn mark(&self) -> bool {
@@ -774,6 +767,81 @@ impl<T> Drop for Thin<T> {
 impl<T: std::fmt::Debug> std::fmt::Debug for Thin<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         (**self).fmt(f)
+    }
+}
+
+/// The fields of a node that `meta` alone locates, read and written through the thin pointer:
+/// no fat pointer is built, so the tail's length is not computed (a lookup, an access update
+/// and a deadline check each skip it). [`Packed`] has the same methods for a `&Packed`.
+impl<T> Thin<T> {
+    /// `meta`.
+    #[inline]
+    fn meta_word(&self) -> usize {
+        // SAFETY: the head is initialized while the node lives (the invariant of `Thin`); one
+        // field is read through the raw pointer, creating no reference.
+        unsafe { (*self.0.as_ptr()).meta }
+    }
+
+    /// Replaces `meta`'s bits in `mask` with `bits`; the caller keeps the tail's layout.
+    #[inline]
+    fn set_meta_bits(&mut self, mask: usize, bits: usize) {
+        // SAFETY: as in `meta_word`; `&mut self` makes the write exclusive.
+        unsafe {
+            let m = &mut (*self.0.as_ptr()).meta;
+            *m = (*m & !mask) | (bits & mask);
+        }
+    }
+
+    /// The raw deadline: Unix ms, 0 for none.
+    #[inline]
+    pub(crate) fn deadline(&self) -> u64 {
+        let meta = self.meta_word();
+        if meta & SLOT_BIT == 0 {
+            return 0;
+        }
+        // SAFETY: with the SLOT bit the tail holds the 8-byte slot at `slot_offset`, inside
+        // the live block; it is read unaligned, as bytes.
+        let b = unsafe {
+            self.0
+                .as_ptr()
+                .cast::<u8>()
+                .add(HEAD + slot_offset::<T>(meta))
+                .cast::<[u8; SLOT]>()
+                .read_unaligned()
+        };
+        u64::from_ne_bytes(b)
+    }
+
+    /// [`Packed::expired`].
+    #[inline]
+    pub(crate) fn expired(&self, now: u64) -> bool {
+        let at = self.deadline();
+        at != 0 && at < now
+    }
+
+    /// [`Packed::access`].
+    #[inline]
+    pub fn access(&self) -> u32 {
+        (self.meta_word() >> ACCESS_SHIFT) as u32
+    }
+
+    /// Stores the access field (its low 24 bits).
+    #[inline]
+    pub(crate) fn set_access(&mut self, access: u32) {
+        let field = !((1usize << ACCESS_SHIFT) - 1);
+        self.set_meta_bits(field, ((access & ACCESS_MAX) as usize) << ACCESS_SHIFT);
+    }
+
+    /// [`Packed::mark`].
+    #[inline]
+    pub(crate) fn mark(&self) -> bool {
+        self.meta_word() & MARK_BIT != 0
+    }
+
+    /// [`Packed::set_mark`].
+    #[inline]
+    pub(crate) fn set_mark(&mut self, mark: bool) {
+        self.set_meta_bits(MARK_BIT, usize::from(mark) * MARK_BIT);
     }
 }
 
