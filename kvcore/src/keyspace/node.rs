@@ -135,6 +135,12 @@ fn tail_len<T>(meta: usize) -> usize {
     }
 }
 
+/// Whether the raw deadline `at` (0 = none) has passed at `now` (see [`Packed::expired`]).
+#[inline]
+fn past(at: u64, now: u64) -> bool {
+    at != 0 && at < now
+}
+
 /// Layout of a node whose tail holds `tail` bytes; equals `Layout::for_value` of the node.
 fn layout(tail: usize) -> Layout {
     match HEAD
@@ -210,8 +216,7 @@ impl<T> Packed<T> {
     /// deletes the key instead (the commands check that).
     #[inline]
     pub(crate) fn expired(&self, now: u64) -> bool {
-        let at = self.deadline();
-        at != 0 && at < now
+        past(self.deadline(), now)
     }
 
     /// The 24-bit access field: an LRU clock reading or LFU's minutes and counter (see
@@ -815,8 +820,7 @@ impl<T> Thin<T> {
     /// [`Packed::expired`].
     #[inline]
     pub(crate) fn expired(&self, now: u64) -> bool {
-        let at = self.deadline();
-        at != 0 && at < now
+        past(self.deadline(), now)
     }
 
     /// [`Packed::access`].
