@@ -81,6 +81,42 @@ where
     .await
 }
 
+/// Locks the plan's keys on each shard in ascending order and runs `f(keys)` there in the step
+/// that grants them ([`Shard::lock_call`]: one round trip a shard, where [`lock_all`] then
+/// [`on_each`] take one more); results in plan order. Nothing is released: the caller logs,
+/// then calls [`unlock_all`]. Running a shard's piece before a later shard's locks are granted
+/// is safe: every lock is held until all pieces have run. With `held` (a transaction holds the
+/// locks), [`on_each`].
+async fn in_lock_steps<R, F>(
+    shard: &Shard,
+    held: bool,
+    db: usize,
+    p: &Plan,
+    exclusive: bool,
+    f: F,
+) -> Vec<R>
+where
+    R: Send + 'static,
+    F: Fn(&Shard, Vec<Vec<u8>>) -> R + Send + Sync + Clone + 'static,
+{
+    if held {
+        return on_each(shard, p, f).await;
+    }
+    let mut out = Vec::with_capacity(p.len());
+    for (&s, keys) in p {
+        let lk: Vec<LockKey> = keys.iter().map(|k| (db, k.clone())).collect();
+        let (keys, f) = (keys.clone(), f.clone());
+        let r = shard
+            .lock_call(s, lk, exclusive, move |sh: &Shard| {
+                sh.db.borrow_mut().refresh_clock();
+                f(sh, keys)
+            })
+            .await;
+        out.push(r);
+    }
+    out
+}
+
 /// Runs a multi-key command whose keys live on several shards; appends the reply to `out`,
 /// then serves the clients blocked on the keys it wrote.
 pub async fn run(shard: &Rc<Shard>, session: &mut Session, args: &[&[u8]], out: &mut Vec<u8>) {
@@ -112,8 +148,7 @@ pub async fn run_locked(
     match spec.name {
         "mget" => {
             let p = plan(n, (1..args.len()).map(owned));
-            lock_all(shard, held, db, &p, false).await;
-            let parts = on_each(shard, &p, move |sh, keys| {
+            let parts = in_lock_steps(shard, held, db, &p, false, move |sh, keys| {
                 let mut d = sh.db.borrow_mut();
                 keys.iter()
                     .map(|k| d.get_in(db, k).ok().flatten())
@@ -192,8 +227,7 @@ pub async fn run_locked(
             let write = spec.has(flags::WRITE);
             let touch = spec.name == "touch";
             let p = plan(n, (1..args.len()).map(owned));
-            lock_all(shard, held, db, &p, write).await;
-            let counts = on_each(shard, &p, move |sh, keys| {
+            let counts = in_lock_steps(shard, held, db, &p, write, move |sh, keys| {
                 let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
                 let mut d = sh.db.borrow_mut();
                 if write {

@@ -374,7 +374,7 @@ pub async fn run_in_lock_steps(
         }
         let session = session.clone();
         let (reply, part) = shard
-            .lock_call(s, keys, move |sh: &Shard| {
+            .lock_call(s, keys, true, move |sh: &Shard| {
                 let mark = if gather {
                     sh.db.borrow_mut().log_mark()
                 } else {

@@ -69,12 +69,13 @@ pub enum Msg {
         keys: Vec<LockKey>,
         exclusive: bool,
     },
-    /// Lock these keys exclusively, run `job` once granted (in the same step), answer
-    /// `Done` with its result.
+    /// Lock these keys, run `job` once granted (in the same step), answer `Done` with its
+    /// result.
     LockCall {
         from: usize,
         id: u64,
         keys: Vec<LockKey>,
+        exclusive: bool,
         job: Job,
     },
     /// Release keys locked by an earlier `Lock`.
@@ -258,26 +259,26 @@ impl Shard {
         self.run_on(to, None, f).await
     }
 
-    /// Locks `keys` exclusively on shard `to` and runs `f` there as soon as they are granted,
-    /// in the same step: one round trip where [`Shard::lock`] then [`Shard::call`] take two.
-    /// Release them with [`Shard::unlock`].
-    pub async fn lock_call<R, F>(&self, to: usize, keys: Vec<LockKey>, f: F) -> R
+    /// Locks `keys` on shard `to` (`exclusive`ly, or shared) and runs `f` there as soon as
+    /// they are granted, in the same step: one round trip where [`Shard::lock`] then
+    /// [`Shard::call`] take two. Release them with [`Shard::unlock`].
+    pub async fn lock_call<R, F>(&self, to: usize, keys: Vec<LockKey>, exclusive: bool, f: F) -> R
     where
         R: Send + 'static,
         F: FnOnce(&Shard) -> R + Send + 'static,
     {
-        self.run_on(to, Some(keys), f).await
+        self.run_on(to, Some((keys, exclusive)), f).await
     }
 
     /// [`Shard::call`], after locking `keys` there when given ([`Shard::lock_call`]).
-    async fn run_on<R, F>(&self, to: usize, keys: Option<Vec<LockKey>>, f: F) -> R
+    async fn run_on<R, F>(&self, to: usize, keys: Option<(Vec<LockKey>, bool)>, f: F) -> R
     where
         R: Send + 'static,
         F: FnOnce(&Shard) -> R + Send + 'static,
     {
         if to == self.id {
-            if let Some(keys) = keys {
-                self.lock(to, keys, true).await;
+            if let Some((keys, exclusive)) = keys {
+                self.lock(to, keys, exclusive).await;
             }
             let r = f(self);
             self.after_writes();
@@ -292,10 +293,11 @@ impl Shard {
         let job: Job = Box::new(move |s| Box::new(f(s)) as Payload);
         let rx = self
             .request(to, |id| match keys {
-                Some(keys) => Msg::LockCall {
+                Some((keys, exclusive)) => Msg::LockCall {
                     from,
                     id,
                     keys,
+                    exclusive,
                     job,
                 },
                 None => Msg::Call { from, id, job },
@@ -547,9 +549,10 @@ impl Shard {
                 from,
                 id,
                 keys,
+                exclusive,
                 job,
             } => {
-                let wait = self.locks.borrow_mut().acquire(keys, true);
+                let wait = self.locks.borrow_mut().acquire(keys, exclusive);
                 let me = self.clone();
                 let run = move |me: &Rc<Shard>| {
                     // What ran here before the grant reaches the AOF before what the job does.
