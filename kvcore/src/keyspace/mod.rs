@@ -414,14 +414,7 @@ impl Keyspace {
                 self.sync_expire(key, old, new);
             }
         } else {
-            // A new block: the old one leaves `expires` before it is freed.
-            if old != 0 {
-                self.expires.remove(key);
-            }
-            let n = self.main.replace_with(key, |n| n.remade(key, value, new));
-            if let Some(n) = n.filter(|_| new != 0) {
-                self.expires.insert_new(ExpLink::of(n));
-            }
+            self.rebuild(key, old != 0, |n| n.remade(key, value, new));
         }
         self.main.rehash_step(REHASH_MOVES);
     }
@@ -454,7 +447,18 @@ impl Keyspace {
     /// Rebuilds the node of a present key without a deadline slot (so not in `expires`) with a
     /// slot holding `at` (its chain position kept), and lists it in `expires`.
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
-        if let Some(n) = self.main.replace_with(key, |n| n.reslotted(at, true)) {
+        self.rebuild(key, false, |n| n.reslotted(at, true));
+    }
+
+    /// Rebuilds the node of a present key in a new block (`f`), keeping its chain position,
+    /// and `expires` listing it exactly when it has a deadline: the old block, `listed` there,
+    /// leaves before it is freed; the new one comes in after.
+    fn rebuild(&mut self, key: &[u8], listed: bool, f: impl FnOnce(Node) -> Node) {
+        if listed {
+            self.expires.remove(key);
+        }
+        let n = self.main.replace_with(key, f);
+        if let Some(n) = n.filter(|n| n.deadline() != 0) {
             self.expires.insert_new(ExpLink::of(n));
         }
     }

@@ -292,14 +292,19 @@ struct Scan {
     unit: Option<usize>,
     /// What follows the run is a plain transaction so far, whose EXEC has not come yet.
     open_tx: bool,
+    /// Where each command of the run goes, in order (empty commands left out).
+    targets: Vec<Target>,
 }
 
 /// Where a plain command of the master's stream runs (see [`Conn::plain_target`]).
+#[derive(Clone, Copy)]
 enum Target {
     /// SELECT of this database: it only sets the database of the commands after it.
     Select(usize),
     /// In this shard's store.
     Shard(usize),
+    /// MULTI or EXEC around a transaction of the run: nothing to run.
+    Bracket,
 }
 
 /// Why a wait for input ended.
@@ -1508,7 +1513,7 @@ impl<'a> Conn<'a> {
             }
             let scan = self.scan_run(input);
             if scan.remote_tx {
-                self.apply_run(input, scan.end).await;
+                self.apply_run(input, scan.end, scan.targets).await;
             } else if scan.end > input.start
                 && self.serve_upto(stream, input, scan.end).await?.is_none()
             {
@@ -1605,6 +1610,7 @@ impl<'a> Conn<'a> {
             remote_tx: false,
             unit: None,
             open_tx: false,
+            targets: Vec::new(),
         };
         // (CLIENT PAUSE holds the master's commands too, as Redis does: served one by one.)
         if self.multi.is_some()
@@ -1616,51 +1622,61 @@ impl<'a> Conn<'a> {
         let mut db = self.session.db;
         let mut pos = input.start;
         loop {
-            // One unit: [pos, at).
-            let (mut at, mut unit_db) = (pos, db);
+            // One unit: [pos, at); its targets from `mark` on, taken back if it is not plain.
+            let (mut at, mut unit_db, mark) = (pos, db, scan.targets.len());
             let (mut in_tx, mut remote) = (false, false);
-            loop {
+            let plain = loop {
                 let mut args = Args::new();
                 let parsed = match input.rbuf[at..input.end].first() {
                     // (No master sends inline commands.)
                     Some(b'*') => input
                         .parser
                         .parse_into(&input.rbuf[at..input.end], &mut args),
-                    Some(_) => return scan,
+                    Some(_) => break false,
                     None => Ok(Status::Incomplete { hint: 0 }),
                 };
                 let consumed = match parsed {
                     Ok(Status::Command { consumed }) => consumed,
                     Ok(Status::Incomplete { .. }) => {
                         scan.open_tx = in_tx;
-                        return scan;
+                        break false;
                     }
-                    Err(_) => return scan,
+                    Err(_) => break false,
                 };
                 at += consumed;
                 let name = args.first().copied().unwrap_or_default();
-                if args.len() == 1 && name.eq_ignore_ascii_case(b"multi") && !in_tx {
+                let target = if args.is_empty() {
+                    None
+                } else if args.len() == 1 && name.eq_ignore_ascii_case(b"multi") && !in_tx {
                     in_tx = true;
-                    continue;
-                }
-                if args.len() == 1 && name.eq_ignore_ascii_case(b"exec") && in_tx {
-                    break;
-                }
-                if !args.is_empty() {
+                    Some(Target::Bracket)
+                } else if args.len() == 1 && name.eq_ignore_ascii_case(b"exec") && in_tx {
+                    scan.targets.push(Target::Bracket);
+                    break true;
+                } else {
                     match self.plain_target(&args) {
-                        Some(Target::Select(d)) => unit_db = d,
-                        Some(Target::Shard(s)) => remote |= s != self.shard.id,
+                        Some(t) => Some(t),
                         None => {
                             // A single command is served by itself; a transaction, with all
                             // that follows.
                             scan.unit = (!in_tx).then_some(at);
-                            return scan;
+                            break false;
                         }
                     }
+                };
+                match target {
+                    Some(Target::Select(d)) => unit_db = d,
+                    Some(Target::Shard(s)) => remote |= s != self.shard.id,
+                    _ => {}
                 }
+                scan.targets.extend(target);
                 if !in_tx {
-                    break;
+                    break true;
                 }
+            };
+            if !plain {
+                scan.targets.truncate(mark);
+                return scan;
             }
             scan.remote_tx |= in_tx && remote;
             (pos, db, scan.end) = (at, unit_db, at);
@@ -1700,15 +1716,16 @@ impl<'a> Conn<'a> {
     /// in the step that grants its locks): one round trip per shard for the whole run, where
     /// each transaction on another shard served as a client's takes one or two. This replica's
     /// own clients see all of a run or none of it, so never half of a transaction.
-    async fn apply_run(&mut self, input: &mut Input, mut end: usize) {
+    async fn apply_run(&mut self, input: &mut Input, mut end: usize, targets: Vec<Target>) {
         let shard = self.shard;
         let mut pieces = tx::Pieces::new();
         let mut session = self.session.clone();
         let mut pos = input.start;
+        let mut targets = targets.into_iter();
         while pos < end {
-            // The scan just parsed and classified these bytes, with nothing awaited since, so
-            // they parse and classify the same again (were they not, a bug, the rest from that
-            // command on would be left to the client path rather than bring the server down).
+            // The scan parsed these bytes (nothing was awaited since) and says where each
+            // command goes. (Were they to disagree, a bug, the rest from that command on would
+            // be left to the client path rather than bring the server down.)
             let mut args = Args::new();
             let Ok(Status::Command { consumed }) =
                 input.parser.parse_into(&input.rbuf[pos..end], &mut args)
@@ -1721,32 +1738,27 @@ impl<'a> Conn<'a> {
             let Some(spec) = args.first().and_then(|a| commands::lookup(a)) else {
                 continue;
             };
-            match spec.name {
-                "multi" | "exec" => {
-                    self.count(spec, &args, None, self.out.len());
-                    continue;
+            match targets.next() {
+                Some(Target::Shard(s)) => {
+                    let (batch, keys) = pieces.entry(s).or_default();
+                    batch.push(&args, &session);
+                    keys.extend(
+                        spec.key_positions(&args)
+                            .into_iter()
+                            .map(|i| (session.db, args[i].to_vec())),
+                    );
                 }
-                "select" => {
-                    if let Some(Target::Select(d)) = self.plain_target(&args) {
-                        session.db = d;
-                    }
+                Some(Target::Select(d)) => {
+                    session.db = d;
                     self.count(spec, &args, None, self.out.len());
-                    continue;
                 }
-                _ => {}
+                Some(Target::Bracket) => self.count(spec, &args, None, self.out.len()),
+                None => {
+                    debug_assert!(false, "a target for each command of a scanned run");
+                    end = pos - consumed;
+                    break;
+                }
             }
-            let Some(Target::Shard(s)) = self.plain_target(&args) else {
-                debug_assert!(false, "a scanned run holds plain commands");
-                end = pos - consumed;
-                break;
-            };
-            let (batch, keys) = pieces.entry(s).or_default();
-            batch.push(&args, &session);
-            keys.extend(
-                spec.key_positions(&args)
-                    .into_iter()
-                    .map(|i| (session.db, args[i].to_vec())),
-            );
         }
         for (_, keys) in pieces.values_mut() {
             keys.sort_unstable();
@@ -1822,8 +1834,13 @@ impl<'a> Conn<'a> {
             }
         }
         let locks = plan.locks;
-        if self.watches.is_none() && queue.iter().all(|args| self.tx_shard(&args).is_some()) {
-            self.exec_in_lock_steps(&queue, locks).await;
+        // Where each command runs, when every one runs in one shard's store.
+        let targets: Option<Vec<usize>> = match self.watches {
+            None => queue.iter().map(|args| self.tx_shard(&args)).collect(),
+            Some(_) => None,
+        };
+        if let Some(targets) = targets {
+            self.exec_in_lock_steps(&queue, locks, targets).await;
             self.unwatch().await;
             if multi.session_changes {
                 self.mirror_session();
@@ -1871,23 +1888,21 @@ impl<'a> Conn<'a> {
     }
 
     /// EXEC of a transaction that watches no key and whose commands each run in one shard's
-    /// store: each shard's commands run in the step that grants its locks (one round trip per
-    /// shard, see [`tx::run_in_lock_steps`]), where locking every shard and then running the
-    /// pieces takes two; the replies in the commands' order.
+    /// store (`order`: the shard of each): each shard's commands run in the step that grants
+    /// its locks (one round trip per shard, see [`tx::run_in_lock_steps`]), where locking every
+    /// shard and then running the pieces takes two; the replies in the commands' order.
     async fn exec_in_lock_steps(
         &mut self,
         queue: &tx::Queue,
         locks: std::collections::BTreeMap<usize, Vec<LockKey>>,
+        order: Vec<usize>,
     ) {
         let mut pieces: tx::Pieces = locks
             .into_iter()
             .map(|(s, keys)| (s, (RemoteBatch::default(), keys)))
             .collect();
-        let mut order = Vec::with_capacity(queue.len());
-        for args in queue.iter() {
-            let s = self.tx_shard(&args).unwrap_or(self.shard.id);
+        for (args, &s) in queue.iter().zip(&order) {
             pieces.entry(s).or_default().0.push(&args, self.session);
-            order.push(s);
         }
         let replies = tx::run_in_lock_steps(self.shard, self.session, pieces).await;
         tx::array_len(&mut self.out, order.len());

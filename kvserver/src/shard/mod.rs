@@ -509,6 +509,14 @@ impl Shard {
         reply
     }
 
+    /// Runs a job for shard `from` and sends it the result (request `id`).
+    fn answer_job(&self, from: usize, id: u64, job: Job) {
+        let payload = job(self);
+        self.after_writes();
+        self.flush_changes();
+        let _ = self.inboxes[from].send(Msg::Done { id, payload });
+    }
+
     fn handle(self: &Rc<Self>, msg: Msg) {
         match msg {
             Msg::Done { id, payload } => {
@@ -521,12 +529,7 @@ impl Shard {
                 self.after_writes();
                 self.flush_changes();
             }
-            Msg::Call { from, id, job } => {
-                let payload = job(self);
-                self.after_writes();
-                self.flush_changes();
-                let _ = self.inboxes[from].send(Msg::Done { id, payload });
-            }
+            Msg::Call { from, id, job } => self.answer_job(from, id, job),
             Msg::Lock {
                 from,
                 id,
@@ -557,10 +560,7 @@ impl Shard {
                 let run = move |me: &Rc<Shard>| {
                     // What ran here before the grant reaches the AOF before what the job does.
                     me.flush_changes();
-                    let payload = job(me);
-                    me.after_writes();
-                    me.flush_changes();
-                    let _ = me.inboxes[from].send(Msg::Done { id, payload });
+                    me.answer_job(from, id, job);
                 };
                 match wait {
                     None => run(&me),
