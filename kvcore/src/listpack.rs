@@ -286,6 +286,19 @@ fn entry_size(e: &Enc<'_>, back: bool) -> usize {
     whole(data_len(e), back)
 }
 
+/// Whether a listpack stores `value` as an integer (its canonical decimal form).
+pub(crate) fn packs_as_int(value: &[u8]) -> bool {
+    matches!(classify(value), Enc::Int(_))
+}
+
+/// The bytes `value` takes as an entry of a (Redis-form) listpack, backlen included.
+pub(crate) fn entry_len(value: &[u8]) -> usize {
+    entry_size(&classify(value), true)
+}
+
+/// Bytes of a listpack's header and end byte, around its entries.
+pub(crate) const FRAME: usize = HEADER + 1;
+
 // ---------------------------------------------------------------------------------------------
 // Decoding
 // ---------------------------------------------------------------------------------------------

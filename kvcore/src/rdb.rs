@@ -212,7 +212,7 @@ impl Writer {
             }
             Value::List(l) => {
                 self.out.push(TYPE_LIST_QUICKLIST_2);
-                let nodes: Vec<(bool, &Listpack)> = l.rdb_nodes(self.list_limits).collect();
+                let nodes = l.rdb_nodes(self.list_limits);
                 self.length(nodes.len() as u64);
                 for (plain, n) in nodes {
                     match n.first().filter(|_| plain) {

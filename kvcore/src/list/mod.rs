@@ -6,9 +6,12 @@
 //!   `list-max-listpack-size` ([`Limits`]): a positive value caps the entries (and 8 KiB of
 //!   bytes as a safety limit), -1..-5 cap the bytes at 4, 8, 16, 32 or 64 KiB (-2, 8 KiB, by
 //!   default).
-//! - **quicklist** ([`QuickList`]): a `VecDeque` of listpack nodes, each within the same limit,
-//!   so a push or pop at either end touches one small node: O(1) plus a node-sized move. An
-//!   element too large for any node (a "plain" node in Redis) gets a node of its own.
+//! - **quicklist** ([`QuickList`]): a `VecDeque` of nodes, each within the same limit, so a
+//!   push or pop at either end touches one small node. An element too large for any node (a
+//!   "plain" node in Redis) gets a node of its own. A node is a listpack, or (ours, not
+//!   Redis's) a run of strings of one width, 16 bytes for a 16-byte element where a listpack
+//!   takes 18, with O(1) pushes and pops at both ends (see [`node`]). Snapshots carry
+//!   listpacks either way.
 //!
 //! A push that would take the listpack past the limit converts it first; a list that shrinks
 //! to one node of at most half the limit converts back (Redis's `listTypeTryConvertQuicklist`
@@ -18,9 +21,13 @@
 //! the middle leave their node in place (an emptied node is dropped); an insert into a full
 //! node splits it.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use crate::listpack::{Entry, Listpack};
+use node::{Node, View};
+
+mod node;
 
 /// Node byte limits of `list-max-listpack-size` -1..-5.
 const NEG_FILL_BYTES: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
@@ -124,22 +131,20 @@ pub enum List {
     Quick(Box<QuickList>),
 }
 
-/// A deque of listpack nodes, none empty. The end nodes may keep room for pushes (see
+/// A deque of nodes, none empty. The end nodes may keep room for pushes (see
 /// [`Listpack::push_in_room`]); equality compares the elements.
 #[derive(Clone, Debug, Default)]
 pub struct QuickList {
-    nodes: VecDeque<Listpack>,
+    nodes: VecDeque<Node>,
     len: usize,
 }
 
 impl PartialEq for QuickList {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len
-            && self
-                .nodes
-                .iter()
-                .map(Listpack::as_bytes)
-                .eq(other.nodes.iter().map(Listpack::as_bytes))
+        fn elements(q: &QuickList) -> impl Iterator<Item = Entry<'_>> {
+            q.nodes.iter().flat_map(|n| n.view().iter())
+        }
+        self.len == other.len && elements(self).eq(elements(other))
     }
 }
 
@@ -195,33 +200,41 @@ impl List {
             List::Pack(lp) => lp.heap_bytes(),
             List::Quick(q) => {
                 std::mem::size_of::<QuickList>()
-                    + q.nodes.capacity() * std::mem::size_of::<Listpack>()
-                    + q.nodes.iter().map(Listpack::heap_bytes).sum::<usize>()
+                    + q.nodes.capacity() * std::mem::size_of::<Node>()
+                    + q.nodes.iter().map(Node::heap_bytes).sum::<usize>()
             }
         }
     }
 
-    /// The nodes, head first, each with whether it is a plain node (one large element), as a
-    /// snapshot writes them.
-    pub(crate) fn rdb_nodes(
-        &self,
-        limits: Limits,
-    ) -> impl DoubleEndedIterator<Item = (bool, &Listpack)> + '_ {
-        let quick = matches!(self, List::Quick(_));
-        self.nodes().map(move |n| (quick && is_plain(limits, n), n))
+    /// The listpacks a snapshot writes, head first, each with whether it is a plain node (one
+    /// large element).
+    pub(crate) fn rdb_nodes(&self, limits: Limits) -> Vec<(bool, Cow<'_, Listpack>)> {
+        match self {
+            List::Pack(lp) => vec![(false, Cow::Borrowed(lp))],
+            List::Quick(q) => q
+                .nodes
+                .iter()
+                .flat_map(|n| {
+                    let plain = n.is_plain(limits);
+                    n.rdb_packs(limits).into_iter().map(move |p| (plain, p))
+                })
+                .collect(),
+        }
     }
 
     /// DEBUG OBJECT's quicklist figures: nodes and the bytes of all of them.
     pub fn node_stats(&self) -> (usize, usize) {
-        self.nodes()
-            .fold((0, 0), |(n, b), node| (n + 1, b + node.as_bytes().len()))
+        match self {
+            List::Pack(lp) => (1, lp.byte_len()),
+            List::Quick(q) => (q.nodes.len(), q.nodes.iter().map(Node::byte_len).sum()),
+        }
     }
 
     /// The nodes, head first.
-    fn nodes(&self) -> impl DoubleEndedIterator<Item = &Listpack> + '_ {
+    fn nodes(&self) -> impl DoubleEndedIterator<Item = View<'_>> + '_ {
         let (one, many) = match self {
-            List::Pack(lp) => (Some(lp), None),
-            List::Quick(q) => (None, Some(q.nodes.iter())),
+            List::Pack(lp) => (Some(View::Pack(lp)), None),
+            List::Quick(q) => (None, Some(q.nodes.iter().map(Node::view))),
         };
         one.into_iter().chain(many.into_iter().flatten())
     }
@@ -243,7 +256,7 @@ impl List {
             let len = lp.len();
             let mut nodes = VecDeque::new();
             if len > 0 {
-                nodes.push_back(lp);
+                nodes.push_back(Node::Pack(lp));
             }
             *self = List::Quick(Box::new(QuickList { nodes, len }));
         }
@@ -263,10 +276,9 @@ impl List {
             let fits = q
                 .nodes
                 .front()
-                .is_none_or(|n| limits.fits_one(n.byte_len(), n.len(), shrinking));
+                .is_none_or(|n| limits.fits_one(n.pack_len(), n.len(), shrinking));
             if fits {
-                let mut lp = q.nodes.pop_front().unwrap_or_default();
-                lp.trim();
+                let lp = q.nodes.pop_front().map(Node::into_pack).unwrap_or_default();
                 *self = List::Pack(lp);
             }
         }
@@ -345,11 +357,11 @@ impl List {
             return None;
         }
         let (node, at) = self.locate(i as usize)?;
-        Some(node.get(node.seek(at as i64)?).to_vec())
+        Some(node.get(at)?.to_vec())
     }
 
     /// The node holding element `i` (in range) and its index there.
-    fn locate(&self, mut i: usize) -> Option<(&Listpack, usize)> {
+    fn locate(&self, mut i: usize) -> Option<(View<'_>, usize)> {
         let len = self.len();
         if i < len / 2 {
             for n in self.nodes() {
@@ -415,11 +427,8 @@ impl List {
                 skip -= n.len();
                 continue;
             }
-            let Some(p) = n.seek(skip as i64) else {
-                continue;
-            };
-            skip = 0;
-            for e in n.iter_from(p) {
+            let from = std::mem::take(&mut skip);
+            for e in n.iter_from(from) {
                 if left == 0 {
                     break;
                 }
@@ -474,7 +483,7 @@ impl List {
                     if removed == max {
                         break;
                     }
-                    removed += remove_in(&mut q.nodes[i], value, max - removed, from_tail);
+                    removed += q.nodes[i].remove(value, max - removed, from_tail);
                 }
                 q.nodes.retain(|n| !n.is_empty());
                 q.len -= removed;
@@ -581,24 +590,20 @@ impl QuickList {
         } else {
             self.nodes.back_mut()
         };
-        match end {
-            Some(n) if limits.allows(n, value.len()) => {
-                n.push_in_room(value, front, limits.node_bytes());
-            }
-            end => {
-                // The old end is inside the list from now on: it keeps no room.
-                if let Some(old) = end {
-                    old.trim();
-                }
-                let n = Listpack::from_items([value]);
-                if front {
-                    self.nodes.push_front(n);
-                } else {
-                    self.nodes.push_back(n);
-                }
-            }
-        }
         self.len += 1;
+        if let Some(n) = end {
+            if n.takes(limits, value) {
+                return n.push_in_room(value, front, limits.node_bytes());
+            }
+            // The old end is inside the list from now on: it keeps no room.
+            n.trim();
+        }
+        let n = Node::one(limits, value);
+        if front {
+            self.nodes.push_front(n);
+        } else {
+            self.nodes.push_back(n);
+        }
     }
 
     /// Removes the head (`front`) or tail element, shown to `f` first; false when empty.
@@ -611,12 +616,9 @@ impl QuickList {
         let Some(n) = n else {
             return false;
         };
-        let Some(p) = (if front { n.first() } else { n.last() }) else {
+        if !n.pop_in_room(front, f) {
             return false;
-        };
-        let mut buf = itoa::Buffer::new();
-        f(n.get(p).bytes(&mut buf));
-        n.delete_in_room(p, 1);
+        }
         if n.is_empty() {
             if front {
                 self.nodes.pop_front();
@@ -644,8 +646,14 @@ impl QuickList {
         let Some(n) = self.nodes.get_mut(k) else {
             return;
         };
-        if let Some(p) = n.seek(at as i64) {
-            n.replace(p, value);
+        if !n.replace(limits, at, value) {
+            // A full node of one width that cannot become a listpack: the new element goes
+            // alone between the two parts.
+            self.split(k, at);
+            let (k, at) = self.find(i);
+            self.split(k, at + 1);
+            self.nodes[k] = Node::one(limits, value);
+            return;
         }
         // A large replacement may take the node past its limit: split it around the element.
         if n.len() > 1 && limits.exceeds(n.byte_len(), n.len()) {
@@ -663,10 +671,7 @@ impl QuickList {
         if at == 0 || at >= n.len() {
             return;
         }
-        let right: Vec<Vec<u8>> = n.iter().skip(at).map(|e| e.to_vec()).collect();
-        let count = right.len();
-        n.delete_range(at, count);
-        let right = Listpack::from_items(right.iter().map(Vec::as_slice));
+        let right = n.split_off(at);
         self.nodes.insert(k + 1, right);
     }
 
@@ -676,12 +681,11 @@ impl QuickList {
             return self.push(limits, value, false);
         }
         let (k, pos) = self.find(at);
-        if limits.allows(&self.nodes[k], value.len()) {
-            let n = &mut self.nodes[k];
-            let p = n.seek(pos as i64).unwrap_or(n.end());
-            n.insert_at(p, &[value]);
-        } else if pos == 0 && k > 0 && limits.allows(&self.nodes[k - 1], value.len()) {
-            self.nodes[k - 1].push_back(value);
+        if self.nodes[k].takes(limits, value) {
+            self.nodes[k].insert(pos, value);
+        } else if pos == 0 && k > 0 && self.nodes[k - 1].takes(limits, value) {
+            let prev = &mut self.nodes[k - 1];
+            prev.insert(prev.len(), value);
         } else {
             self.split(k, pos);
             let new_at = if pos == 0 { k } else { k + 1 };
@@ -689,7 +693,7 @@ impl QuickList {
                 // The head is inside the list from now on: it keeps no room.
                 self.nodes[0].trim();
             }
-            self.nodes.insert(new_at, Listpack::from_items([value]));
+            self.nodes.insert(new_at, Node::one(limits, value));
         }
         self.len += 1;
     }

@@ -12,6 +12,8 @@ enum Op {
     Trim(i64, i64),
     Remove(i64, Vec<u8>),
     Insert(Vec<u8>, Vec<u8>, bool),
+    /// `count` distinct strings of `width` bytes: enough to fill nodes of one width.
+    Fill(bool, usize, usize),
 }
 
 fn elem() -> impl Strategy<Value = Vec<u8>> {
@@ -20,6 +22,8 @@ fn elem() -> impl Strategy<Value = Vec<u8>> {
         2 => (-300i64..300).prop_map(|i| i.to_string().into_bytes()),
         1 => (1usize..120).prop_map(|n| vec![b'x'; n]),
         1 => (4000usize..9000).prop_map(|n| vec![b'L'; n]),
+        3 => (0u8..4).prop_map(|i| format!("v{i:015}").into_bytes()),
+        1 => (0u8..4).prop_map(|i| format!("w{i:014}").into_bytes()),
     ]
 }
 
@@ -31,6 +35,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (-20i64..20, -20i64..20).prop_map(|(a, b)| Op::Trim(a, b)),
         1 => (-3i64..3, elem()).prop_map(|(c, v)| Op::Remove(c, v)),
         1 => (elem(), elem(), any::<bool>()).prop_map(|(p, v, b)| Op::Insert(p, v, b)),
+        1 => (any::<bool>(), prop_oneof![Just(2usize), Just(16), Just(100)], 1usize..400)
+            .prop_map(|(f, w, n)| Op::Fill(f, w, n)),
     ]
 }
 
@@ -52,19 +58,53 @@ fn clamp_trim(len: usize, start: i64, end: i64) -> (usize, usize) {
 
 fn check_nodes(l: &List, limits: Limits) {
     if let List::Quick(q) = l {
-        assert_eq!(q.len, q.nodes.iter().map(Listpack::len).sum::<usize>());
+        assert_eq!(q.len, q.nodes.iter().map(Node::len).sum::<usize>());
         assert!(q.nodes.iter().all(|n| !n.is_empty()), "empty node");
         for n in &q.nodes {
             // A node over the limit holds one element (a large one, or one a LSET grew).
             assert!(
                 n.len() == 1
-                    || !limits.exceeds(n.heap_bytes(), n.len())
-                    || n.heap_bytes() <= 9000 + 2 * ENTRY_OVERHEAD,
+                    || !limits.exceeds(n.byte_len(), n.len())
+                    || n.byte_len() <= 9000 + 2 * ENTRY_OVERHEAD,
                 "node of {} bytes, {} entries",
-                n.heap_bytes(),
+                n.byte_len(),
                 n.len()
             );
+            if let Node::Fixed(_) = n {
+                // Never over the limit, and strings of one width that a listpack keeps as
+                // strings.
+                assert!(!limits.exceeds(n.byte_len(), n.len()));
+                let widths: Vec<usize> = n
+                    .view()
+                    .iter()
+                    .map(|e| match e {
+                        Entry::Str(s) if !crate::listpack::packs_as_int(s) => s.len(),
+                        other => panic!("{other:?} in a fixed node"),
+                    })
+                    .collect();
+                assert!(widths.windows(2).all(|p| p[0] == p[1]), "{widths:?}");
+            }
         }
+    }
+    // What a snapshot writes: the same elements, in listpacks within the limit (but for an
+    // element alone, and a node a LSET grew).
+    let packs = l.rdb_nodes(limits);
+    let written: Vec<Vec<u8>> = packs
+        .iter()
+        .flat_map(|(_, p)| p.iter().map(|e| e.to_vec()))
+        .collect();
+    assert_eq!(written, l.to_vec());
+    for (plain, p) in &packs {
+        assert!(!p.is_empty() || l.is_empty());
+        assert!(!plain || p.len() == 1);
+        assert!(
+            p.len() == 1
+                || !limits.exceeds(p.byte_len(), p.len())
+                || p.byte_len() <= 9000 + 2 * ENTRY_OVERHEAD,
+            "listpack of {} bytes, {} entries",
+            p.byte_len(),
+            p.len()
+        );
     }
 }
 
@@ -120,6 +160,16 @@ proptest! {
                     }
                     prop_assert_eq!(got, removed);
                 }
+                Op::Fill(front, width, count) => {
+                    let items: Vec<Vec<u8>> = (0..count)
+                        .map(|i| format!("f{i:0w$}", w = width - 1).into_bytes())
+                        .collect();
+                    let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+                    l.push(limits, &refs, front);
+                    for it in items {
+                        if front { m.push_front(it) } else { m.push_back(it) }
+                    }
+                }
                 Op::Insert(p, v, before) => {
                     let found = m.iter().position(|x| *x == p);
                     prop_assert_eq!(l.insert(limits, &p, &v, before), found.is_some());
@@ -131,7 +181,8 @@ proptest! {
             let mut back: Vec<Vec<u8>> = l.iter().rev().map(|e| e.to_vec()).collect();
             back.reverse();
             prop_assert_eq!(&back, &l.to_vec());
-            for (i, v) in m.iter().enumerate() {
+            // Every index of a short list; a spread of them of a long one (each get walks).
+            for (i, v) in m.iter().enumerate().step_by(1 + m.len() / 64) {
                 prop_assert_eq!(l.get(i as i64), Some(v.clone()));
                 prop_assert_eq!(l.get(i as i64 - m.len() as i64), Some(v.clone()));
             }
@@ -194,6 +245,6 @@ fn converts_at_the_limit_and_back_under_half() {
     let big = vec![b'B'; 5000];
     l.push(limits, &[&big], true);
     if let List::Quick(q) = &l {
-        assert_eq!(q.nodes.front().map(Listpack::len), Some(1));
+        assert_eq!(q.nodes.front().map(Node::len), Some(1));
     }
 }
