@@ -509,7 +509,8 @@ impl<L: Link> Dict<L> {
     }
 
     /// Starts a progressive shrink when fewer than [`SHRINK_FILL_PERCENT`]% of the buckets are
-    /// used (Redis's rule). Call it from a periodic cron. Does nothing while rehashing.
+    /// used (Redis's rule). The keyspace calls it from a periodic cron, a set's or hash's table
+    /// after each delete. Does nothing while rehashing.
     pub fn maybe_shrink(&mut self) {
         if self.is_rehashing()
             || self.size0 <= MIN_BUCKETS

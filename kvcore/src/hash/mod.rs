@@ -158,6 +158,8 @@ impl HashTable {
                 if let Some(at) = e.expire_at() {
                     self.ttl.remove(&(at, field.into()));
                 }
+                // As Redis does after each delete: buckets go back as the hash shrinks.
+                self.dict.maybe_shrink();
                 true
             }
             None => false,
@@ -356,6 +358,7 @@ impl Hash {
                 n += 1;
             }
         }
+        t.dict.maybe_shrink();
         n
     }
 

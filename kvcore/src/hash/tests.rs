@@ -135,3 +135,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_table_hash_gives_its_buckets_back_as_it_empties() {
+    let l = Limits::default();
+    let mut h = Hash::default();
+    for i in 0..20_000 {
+        h.set(l, format!("f{i}").as_bytes(), b"v");
+    }
+    let buckets = |h: &Hash| match h {
+        Hash::Table(t) => t.dict.layout().buckets,
+        Hash::Pack(_) => 0,
+    };
+    assert!(buckets(&h) >= 16_384, "{}", buckets(&h));
+    for i in 0..19_990 {
+        assert!(h.remove(format!("f{i}").as_bytes()));
+    }
+    // The shrink is progressive: the last deletes and a few more operations finish it.
+    for i in 19_990..20_000 {
+        assert_eq!(h.get(format!("f{i}").as_bytes()), Some(b"v".to_vec()));
+        h.set(l, format!("f{i}").as_bytes(), b"w");
+    }
+    assert!(buckets(&h) <= 128, "{} buckets for 10 fields", buckets(&h));
+    assert_eq!(h.len(), 10);
+}

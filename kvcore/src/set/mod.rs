@@ -292,7 +292,13 @@ impl Set {
     /// Removes `m`; false if it was not a member.
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match self {
-            Set::Table(t) => t.dict.remove(m).is_some(),
+            Set::Table(t) => {
+                let gone = t.dict.remove(m).is_some();
+                // As Redis does after each delete: a set popped down from millions of members
+                // gives its buckets back, progressively, and random draws stay cheap.
+                t.dict.maybe_shrink();
+                gone
+            }
             Set::Small(lp) => {
                 if intset::is_intset(lp.raw_bytes()) {
                     let Some(v) = as_int(m) else {

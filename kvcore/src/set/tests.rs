@@ -112,3 +112,27 @@ fn encodings_and_conversions_as_redis() {
     assert_eq!(Set::for_members(l, b"1", 129).encoding(), "intset");
     assert_eq!(Set::for_members(l, b"1", 513).encoding(), "hashtable");
 }
+
+#[test]
+fn a_table_set_gives_its_buckets_back_as_it_empties() {
+    let l = Limits::default();
+    let mut s = Set::for_members(l, b"m0", 20_000);
+    for i in 0..20_000 {
+        s.add(l, format!("m{i}").as_bytes());
+    }
+    let buckets = |s: &Set| match s {
+        Set::Table(t) => t.dict.layout().buckets,
+        Set::Small(_) => 0,
+    };
+    assert!(buckets(&s) >= 16_384, "{}", buckets(&s));
+    for i in 0..19_990 {
+        assert!(s.remove(format!("m{i}").as_bytes()));
+    }
+    // The shrink is progressive: the last deletes and a few more operations finish it.
+    for i in 19_990..20_000 {
+        assert!(s.contains(format!("m{i}").as_bytes()));
+        assert!(!s.add(l, format!("m{i}").as_bytes()));
+    }
+    assert!(buckets(&s) <= 128, "{} buckets for 10 members", buckets(&s));
+    assert_eq!(s.len(), 10);
+}
