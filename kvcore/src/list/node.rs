@@ -14,8 +14,11 @@
 //! - A push at either end writes into the room; a pop moves `head` or shortens `len`. A
 //!   listpack's head pop moves every byte after it, so LPOP on a full node is a memmove of
 //!   the node.
-//! - The room grows by half the elements' bytes at a time, up to the node's limit in bytes
-//!   (`list-max-listpack-size`, measured on the elements), as a listpack end node's does.
+//! - A buffer short of room is replaced by one twice the elements' bytes (256 at least), up to
+//!   the node's limit in bytes (`list-max-listpack-size`, measured on the elements): five
+//!   allocations fill an 8 KiB node, each an allocator size class. Pops at the front leave
+//!   room there, which pushes at the back reclaim by moving the elements once it is half of
+//!   them. Room after the elements is the vector's spare capacity, never written before use.
 //!
 //! A node starts fixed when its first element can be one ([`fixed_width`]): a string of 1 to
 //! [`MAX_WIDTH`] bytes that a listpack would not store as an integer (an integer entry takes
@@ -35,6 +38,8 @@ use crate::listpack::{self, Entry, Listpack};
 
 /// The widest string a fixed node holds.
 pub(super) const MAX_WIDTH: usize = 1024;
+/// The least a fixed node's buffer grows to (see [`Fixed::grown`]).
+const MIN_GROWTH: usize = 256;
 
 /// The width of a fixed node `value` may start, if any.
 fn fixed_width(limits: Limits, value: &[u8]) -> Option<usize> {
@@ -55,7 +60,8 @@ pub(super) enum Node {
 /// Strings of `width` bytes each, back to back, with room on either side (module docs).
 #[derive(Clone, Debug)]
 pub(super) struct Fixed {
-    buf: Box<[u8]>,
+    /// Room, then the elements, which end the vector; its spare capacity is the room after.
+    buf: Vec<u8>,
     /// Offset of the first element.
     head: u32,
     /// Number of elements.
@@ -185,7 +191,7 @@ impl Node {
     pub(super) fn heap_bytes(&self) -> usize {
         match self {
             Node::Pack(lp) => lp.heap_bytes(),
-            Node::Fixed(f) => f.buf.len(),
+            Node::Fixed(f) => f.buf.capacity(),
         }
     }
 
@@ -357,7 +363,7 @@ impl Node {
 impl Fixed {
     fn one(value: &[u8]) -> Fixed {
         Fixed {
-            buf: value.into(),
+            buf: value.to_vec(),
             head: 0,
             len: 1,
             width: value.len() as u32,
@@ -376,8 +382,7 @@ impl Fixed {
     }
 
     fn data(&self) -> &[u8] {
-        let h = self.head as usize;
-        &self.buf[h..h + self.used()]
+        &self.buf[self.head as usize..]
     }
 
     /// Whether `value` can be an element here: its width, and a string a listpack would not
@@ -407,48 +412,45 @@ impl Fixed {
         (i < self.len as usize).then(|| self.slot(i))
     }
 
-    /// Makes room for `extra` bytes before the elements (`front`) or after them: moves them
-    /// within the buffer when it has that much room in all (leaving half of it on each side
-    /// when it has twice that), else into a buffer that has, larger by half the elements'
-    /// bytes but at most `cap` bytes, with all its room on that side.
-    fn reserve(&mut self, extra: usize, front: bool, cap: usize) {
-        let (used, size, head) = (self.used(), self.buf.len(), self.head as usize);
-        let room = if front { head } else { size - head - used };
-        if room >= extra {
-            return;
-        }
-        let free = size - used;
-        let new_head = if free >= extra && (free >= used / 2 || size >= cap) {
-            let h = if free >= 2 * extra {
-                free / 2
-            } else if front {
-                free
-            } else {
-                0
-            };
-            self.buf.copy_within(head..head + used, h);
-            h
-        } else {
-            let new_size = (used + extra).max((used + used / 2).min(cap));
-            let h = if front { new_size - used } else { 0 };
-            let mut buf = vec![0u8; new_size].into_boxed_slice();
-            buf[h..h + used].copy_from_slice(self.data());
-            self.buf = buf;
-            h
-        };
-        self.head = new_head as u32;
+    /// The size a buffer grows to when `extra` more bytes do not fit: twice the elements'
+    /// bytes, at least [`MIN_GROWTH`], at most `cap` (unless the elements need more). Powers of
+    /// two from 256 up are allocator size classes, so a full 8 KiB node wastes nothing.
+    fn grown(&self, extra: usize, cap: usize) -> usize {
+        let used = self.used();
+        (used + extra).max((2 * used).max(MIN_GROWTH).min(cap))
     }
 
     fn push(&mut self, value: &[u8], front: bool, cap: usize) {
         let w = self.width();
-        self.reserve(w, front, cap);
-        let at = if front {
+        if front {
+            if (self.head as usize) < w {
+                // A new buffer with its room in front (zeroed: the bytes before `head` are
+                // part of the vector).
+                let used = self.used();
+                let room = self.grown(w, cap) - used;
+                let mut buf = Vec::with_capacity(room + used);
+                buf.resize(room, 0);
+                buf.extend_from_slice(self.data());
+                self.buf = buf;
+                self.head = room as u32;
+            }
             self.head -= w as u32;
-            self.head as usize
+            self.slot_mut(0).copy_from_slice(value);
         } else {
-            self.head as usize + self.used()
-        };
-        self.buf[at..at + w].copy_from_slice(value);
+            if self.buf.capacity() - self.buf.len() < w {
+                let head = self.head as usize;
+                if head >= self.used() / 2 && head >= w {
+                    // Pops at the front left room there: move the elements to it.
+                    self.buf.copy_within(head.., 0);
+                    self.buf.truncate(self.used());
+                    self.head = 0;
+                } else {
+                    let want = head + self.grown(w, cap);
+                    self.buf.reserve_exact(want - self.buf.len());
+                }
+            }
+            self.buf.extend_from_slice(value);
+        }
         self.len += 1;
     }
 
@@ -460,23 +462,26 @@ impl Fixed {
         f(self.slot(i));
         if front {
             self.head += self.width;
+        } else {
+            self.buf.truncate(self.buf.len() - self.width());
         }
         self.len -= 1;
         true
     }
 
     fn trim(&mut self) {
-        if self.buf.len() > self.used() {
-            self.buf = self.data().into();
+        if self.head > 0 || self.buf.capacity() > self.buf.len() {
+            self.buf = self.data().to_vec();
             self.head = 0;
         }
     }
 
     fn insert(&mut self, i: usize, value: &[u8]) {
-        let (w, used) = (self.width(), self.used());
-        self.reserve(w, false, used + w);
+        let w = self.width();
         let at = self.head as usize + i * w;
-        let end = self.head as usize + used;
+        let end = self.buf.len();
+        self.buf.reserve_exact(w);
+        self.buf.extend_from_slice(value);
         self.buf.copy_within(at..end, at + w);
         self.buf[at..at + w].copy_from_slice(value);
         self.len += 1;
@@ -485,12 +490,12 @@ impl Fixed {
     fn delete_range(&mut self, start: usize, n: usize) {
         let (w, len) = (self.width(), self.len as usize);
         let n = n.min(len.saturating_sub(start));
+        let h = self.head as usize;
         if start == 0 {
             self.head += (n * w) as u32;
-        } else if start + n < len {
-            let h = self.head as usize;
-            self.buf
-                .copy_within(h + (start + n) * w..h + len * w, h + start * w);
+        } else {
+            self.buf.copy_within(h + (start + n) * w.., h + start * w);
+            self.buf.truncate(self.buf.len() - n * w);
         }
         self.len -= n as u32;
     }
@@ -527,7 +532,7 @@ impl Fixed {
                 kept.extend_from_slice(e);
             }
         }
-        self.buf = kept.into_boxed_slice();
+        self.buf = kept;
         self.head = 0;
         self.len -= hits.len() as u32;
         hits.len()
@@ -536,11 +541,12 @@ impl Fixed {
     fn split_off(&mut self, at: usize) -> Fixed {
         let w = self.width();
         let right = Fixed {
-            buf: self.data()[at * w..].into(),
+            buf: self.data()[at * w..].to_vec(),
             head: 0,
             len: self.len - at as u32,
             width: self.width,
         };
+        self.buf.truncate(self.head as usize + at * w);
         self.len = at as u32;
         self.trim();
         right
@@ -666,7 +672,8 @@ mod tests {
                 }
                 prop_assert!(!limits.exceeds(node.byte_len(), node.len()) || node.len() <= 1);
                 if let Node::Fixed(f) = &node {
-                    prop_assert!(f.buf.len() <= 64.max(f.used()));
+                    // Room never grows past about the limit again, whatever the pattern.
+                    prop_assert!(f.buf.capacity() <= 2 * 64.max(f.used()) + f.width());
                 }
                 let packed: Vec<Vec<u8>> = node.clone().into_pack().iter().map(|e| e.to_vec()).collect();
                 prop_assert_eq!(&packed, &m);
