@@ -56,20 +56,21 @@ fn clamp_trim(len: usize, start: i64, end: i64) -> (usize, usize) {
     }
 }
 
+/// A node (or a listpack written for one) over the limit holds one element (a large one, or
+/// one a LSET grew).
+fn assert_within_limit(limits: Limits, bytes: usize, len: usize) {
+    assert!(
+        len == 1 || !limits.exceeds(bytes, len) || bytes <= 9000 + 2 * ENTRY_OVERHEAD,
+        "node of {bytes} bytes, {len} entries"
+    );
+}
+
 fn check_nodes(l: &List, limits: Limits) {
     if let List::Quick(q) = l {
         assert_eq!(q.len, q.nodes.iter().map(Node::len).sum::<usize>());
         assert!(q.nodes.iter().all(|n| !n.is_empty()), "empty node");
         for n in &q.nodes {
-            // A node over the limit holds one element (a large one, or one a LSET grew).
-            assert!(
-                n.len() == 1
-                    || !limits.exceeds(n.byte_len(), n.len())
-                    || n.byte_len() <= 9000 + 2 * ENTRY_OVERHEAD,
-                "node of {} bytes, {} entries",
-                n.byte_len(),
-                n.len()
-            );
+            assert_within_limit(limits, n.byte_len(), n.len());
             if let Node::Fixed(_) = n {
                 // Never over the limit, and strings of one width that a listpack keeps as
                 // strings.
@@ -86,8 +87,7 @@ fn check_nodes(l: &List, limits: Limits) {
             }
         }
     }
-    // What a snapshot writes: the same elements, in listpacks within the limit (but for an
-    // element alone, and a node a LSET grew).
+    // What a snapshot writes: the same elements, in listpacks within the limit.
     let packs = l.rdb_nodes(limits);
     let written: Vec<Vec<u8>> = packs
         .iter()
@@ -97,14 +97,7 @@ fn check_nodes(l: &List, limits: Limits) {
     for (plain, p) in &packs {
         assert!(!p.is_empty() || l.is_empty());
         assert!(!plain || p.len() == 1);
-        assert!(
-            p.len() == 1
-                || !limits.exceeds(p.byte_len(), p.len())
-                || p.byte_len() <= 9000 + 2 * ENTRY_OVERHEAD,
-            "listpack of {} bytes, {} entries",
-            p.byte_len(),
-            p.len()
-        );
+        assert_within_limit(limits, p.byte_len(), p.len());
     }
 }
 
