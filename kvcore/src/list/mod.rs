@@ -486,6 +486,7 @@ impl List {
                     removed += q.nodes[i].remove(value, max - removed, from_tail);
                 }
                 q.nodes.retain(|n| !n.is_empty());
+                q.fit_nodes();
                 q.len -= removed;
                 removed
             }
@@ -625,9 +626,19 @@ impl QuickList {
             } else {
                 self.nodes.pop_back();
             }
+            self.fit_nodes();
         }
         self.len -= 1;
         true
+    }
+
+    /// Gives back the node array's room once three quarters of it is unused (a list popped
+    /// or trimmed down from millions of elements).
+    fn fit_nodes(&mut self) {
+        let (len, cap) = (self.nodes.len(), self.nodes.capacity());
+        if cap > 64 && len * 4 < cap {
+            self.nodes.shrink_to(len * 2);
+        }
     }
 
     /// The node index holding element `i` (in range) and its index there.
@@ -713,6 +724,7 @@ impl QuickList {
                 n = 0;
             }
         }
+        self.fit_nodes();
     }
 
     /// Deletes the last `n` elements.
@@ -731,6 +743,7 @@ impl QuickList {
                 n = 0;
             }
         }
+        self.fit_nodes();
     }
 }
 

@@ -241,3 +241,31 @@ fn converts_at_the_limit_and_back_under_half() {
         assert_eq!(q.nodes.front().map(Node::len), Some(1));
     }
 }
+
+#[test]
+fn a_long_list_gives_node_room_back_as_it_empties() {
+    let limits = Limits::default();
+    let mut l = List::default();
+    for i in 0..200_000 {
+        l.push(limits, &[format!("v{i:015}").as_bytes()], false);
+    }
+    let cap = |l: &List| match l {
+        List::Quick(q) => q.nodes.capacity(),
+        List::Pack(_) => 0,
+    };
+    assert!(cap(&l) >= 256, "{}", cap(&l));
+    let before = l.heap_bytes();
+    l.pop(limits, true, 199_000);
+    assert!(cap(&l) <= 64, "{} node slots for 1000 elements", cap(&l));
+    // 1000 16-byte elements, the room of the two end nodes (up to the 8 KiB limit each) and
+    // the node array.
+    let most = 1000 * 16 + 2 * 8192 + 64 * std::mem::size_of::<Node>() + 64;
+    assert!(
+        l.heap_bytes() <= most,
+        "{} of {before} bytes left",
+        l.heap_bytes()
+    );
+    l.trim(limits, 0, 9);
+    assert_eq!(l.to_vec()[0], b"v000000000199000".to_vec());
+    assert_eq!(l.len(), 10);
+}
