@@ -223,7 +223,8 @@ impl Node {
     }
 
     /// Pushes `value` (which [`Node::takes`]) at the front or the back, into the node's room,
-    /// grown by half again when short but not past `cap` bytes: for a quicklist's end nodes.
+    /// grown when short (a listpack's by half again, a fixed node's to twice its elements) but
+    /// not past `cap` bytes: for a quicklist's end nodes.
     pub(super) fn push_in_room(&mut self, value: &[u8], front: bool, cap: usize) {
         match self {
             Node::Pack(lp) => lp.push_in_room(value, front, cap),
