@@ -1,10 +1,11 @@
 //! Members of large sorted sets, allocated once and shared by the hash table and the B+tree.
 //!
-//! A [`Member`] owns one heap block laid out as `[score: f64][len: u32][bytes]`, addressed by a
-//! thin (8-byte) pointer. The B+tree's entries own the members; the hash table holds
-//! [`MemberRef`]s, plain copies of the same pointers. So a member's bytes exist once, the table
-//! costs 8 bytes a slot, and a table lookup reads the score from the block without touching the
-//! tree. The alternative with no unsafe code (an `Arc<[u8]>` in both, the score beside it in
+//! A [`Member`] owns one heap block laid out as `[score: f64][link: Option<MemberRef>][len:
+//! u32][bytes]`, addressed by a thin (8-byte) pointer. The B+tree's entries own the members;
+//! the hash table is a progressive-rehash [`crate::dict::Dict`] of [`MemberRef`]s, plain copies
+//! of the same pointers, chained through each block's link word. So a member's bytes exist
+//! once, the table costs a bucket pointer and a link per member, no ZADD pays for a whole-table
+//! resize, and a table lookup reads the score from the block without touching the tree. The alternative with no unsafe code (an `Arc<[u8]>` in both, the score beside it in
 //! the table) measured 131 bytes per member on a 1M-member set against Redis's 110; this layout
 //! is what brings us under Redis (see `kvcore/tests/zset_memory.rs`).
 //!
@@ -16,7 +17,14 @@
 use std::alloc::{alloc, dealloc, handle_alloc_error, Layout};
 use std::ptr::NonNull;
 
-const HEADER: usize = 12;
+/// Offset of the link word.
+const LINK: usize = 8;
+/// Offset of the length.
+const LEN: usize = 16;
+const HEADER: usize = 20;
+
+// The link word holds an `Option<MemberRef>`: a nullable pointer.
+const _: () = assert!(std::mem::size_of::<Option<MemberRef>>() == 8);
 
 /// An owned member block: score, length and bytes behind one thin pointer.
 pub struct Member {
@@ -40,16 +48,23 @@ impl Member {
     pub fn new(bytes: &[u8], score: f64) -> Member {
         assert!(bytes.len() <= u32::MAX as usize, "member too long");
         let l = layout(bytes.len());
-        // SAFETY: the layout has a non-zero size (at least the 12-byte header).
+        // SAFETY: the layout has a non-zero size (at least the header).
         let raw = unsafe { alloc(l) };
         let Some(ptr) = NonNull::new(raw) else {
             handle_alloc_error(l)
         };
         // SAFETY: the block is `HEADER + len` bytes, 8-aligned: the score fits at offset 0
-        // (aligned), the length at 8 (4-aligned), and the bytes at 12.
+        // (aligned), the link at 8 (aligned), the length at 16 (4-aligned), and the bytes at 20.
         unsafe {
             ptr.as_ptr().cast::<f64>().write(score);
-            ptr.as_ptr().add(8).cast::<u32>().write(bytes.len() as u32);
+            ptr.as_ptr()
+                .add(LINK)
+                .cast::<Option<MemberRef>>()
+                .write(None);
+            ptr.as_ptr()
+                .add(LEN)
+                .cast::<u32>()
+                .write(bytes.len() as u32);
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.as_ptr().add(HEADER), bytes.len());
         }
         Member { ptr }
@@ -128,10 +143,10 @@ impl MemberRef {
     /// # Safety
     /// The `Member` this points to must be alive for `'a`.
     pub unsafe fn bytes<'a>(self) -> &'a [u8] {
-        // SAFETY: the caller guarantees the block is alive; offset 8 holds the length written
+        // SAFETY: the caller guarantees the block is alive; offset 16 holds the length written
         // in `Member::new`, and that many bytes follow the header.
         unsafe {
-            let len = self.ptr.as_ptr().add(8).cast::<u32>().read() as usize;
+            let len = self.ptr.as_ptr().add(LEN).cast::<u32>().read() as usize;
             std::slice::from_raw_parts(self.ptr.as_ptr().add(HEADER), len)
         }
     }
@@ -148,6 +163,44 @@ impl MemberRef {
     /// Whether this points to `m`'s block.
     pub fn is(self, m: &Member) -> bool {
         self.ptr == m.ptr
+    }
+
+    /// The block's link word.
+    fn link(&self) -> *mut Option<MemberRef> {
+        // Only the address is computed: offset 8 of a block of at least `HEADER` bytes.
+        self.ptr
+            .as_ptr()
+            .wrapping_add(LINK)
+            .cast::<Option<MemberRef>>()
+    }
+}
+
+/// The set's table chains members through their blocks' link words. A `MemberRef` is in a
+/// table only while the tree of the same set owns its block (the invariant in the module docs),
+/// and in one table at a time.
+impl crate::dict::Link for MemberRef {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        // SAFETY: a reference in a table points to a live member of that table's set (module
+        // docs); the table only calls this while it holds the reference.
+        unsafe { self.bytes() }
+    }
+    #[inline]
+    fn prefetch(&self) {
+        crate::dict::prefetch(self.ptr.as_ptr());
+    }
+    #[inline]
+    fn next(&self) -> Option<&Self> {
+        // SAFETY: the block is live (see `key`) and its link word holds an `Option<MemberRef>`
+        // (written `None` in `Member::new`); it is only changed through `next_mut` of this
+        // reference, which `&self` excludes.
+        unsafe { (*self.link()).as_ref() }
+    }
+    #[inline]
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        // SAFETY: as in `next`; `&mut self` makes this reference's access to its block's word
+        // exclusive (each member is in its set's table once, and nothing else writes the word).
+        unsafe { &mut *self.link() }
     }
 }
 

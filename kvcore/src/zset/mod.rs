@@ -5,7 +5,8 @@
 //!   most `zset-max-listpack-entries` members none longer than `zset-max-listpack-value` bytes.
 //!   Every operation is a linear walk over a few kilobytes at most.
 //! - **skiplist** (the name Redis reports; here [`Big`]): a hash table member → score for O(1)
-//!   ZSCORE and membership, plus an order-statistic B+tree ([`tree::Tree`]) over
+//!   ZSCORE and membership (our progressive-rehash dict, as Redis's zset dict: no ZADD pays for
+//!   a whole-table resize, and the table shrinks after deletes), plus an order-statistic B+tree ([`tree::Tree`]) over
 //!   `(score, member)` for O(log n) rank, select and range starts. Each member is allocated
 //!   once ([`member::Member`]: score, length and bytes behind a thin pointer), owned by the
 //!   tree and referenced by the table.
@@ -20,7 +21,7 @@ pub mod listpack;
 pub mod member;
 pub mod tree;
 
-use hashbrown::HashTable;
+use crate::dict::Dict;
 
 use listpack::{cmp_entry, Listpack};
 use member::{Member, MemberRef};
@@ -56,23 +57,21 @@ impl Limits {
 ///
 /// The tree owns the members; the table holds references to them (see [`member`] for the
 /// invariant).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Big {
-    map: HashTable<MemberRef>,
+    map: Dict<MemberRef>,
     tree: Tree,
     block_bytes: usize,
 }
 
-fn hash(m: &[u8]) -> u64 {
-    use std::hash::BuildHasher;
-    foldhash::fast::FixedState::with_seed(0x7a73_6574).hash_one(m)
-}
-
-/// The bytes of a table reference, borrowed for as long as the set is.
-fn ref_bytes(_set: &Big, r: MemberRef) -> &[u8] {
-    // SAFETY: every reference in a set's table points to a member its tree owns, alive while
-    // the set is borrowed (the elided lifetime ties the result to `_set`).
-    unsafe { r.bytes() }
+impl Default for Big {
+    fn default() -> Self {
+        Big {
+            map: crate::dict::retiring(Dict::new()),
+            tree: Tree::default(),
+            block_bytes: 0,
+        }
+    }
 }
 
 impl Drop for Big {
@@ -101,9 +100,7 @@ impl Clone for Big {
 
 impl Big {
     fn find(&self, m: &[u8]) -> Option<MemberRef> {
-        self.map
-            .find(hash(m), |r| ref_bytes(self, *r) == m)
-            .copied()
+        self.map.get(m).copied()
     }
 
     /// The table's reference to `m` and its score.
@@ -133,21 +130,17 @@ impl Big {
         }
         let member = Member::new(m, score);
         self.block_bytes += member.block_bytes();
+        // The tree owns the member before the table refers to it.
         let r = member.as_ref();
-        self.map.insert_unique(hash(m), r, |x| {
-            // SAFETY: references in the table point to live members of this set.
-            hash(unsafe { x.bytes() })
-        });
         self.tree.insert(Entry { score, member });
+        self.map.insert_new(r);
         None
     }
 
     fn remove(&mut self, m: &[u8]) -> Option<f64> {
-        let h = hash(m);
-        // SAFETY: references in the table point to live members of this set; the member is
-        // dropped by the tree only after its reference left the table.
-        let o = self.map.find_entry(h, |r| unsafe { r.bytes() } == m).ok()?;
-        let (r, _) = o.remove();
+        // The reference leaves the table before the tree drops its member.
+        let r = self.map.remove(m)?;
+        self.map.maybe_shrink();
         // SAFETY: the member is still owned by the tree.
         let s = unsafe { r.score() };
         let e = self.tree.remove(s, m);
@@ -396,7 +389,7 @@ impl ZSet {
             ZSet::Listpack(l) => l.bytes(),
             ZSet::Big(b) => {
                 std::mem::size_of::<Big>()
-                    + b.map.allocation_size()
+                    + b.map.table_bytes()
                     + b.tree.heap_bytes()
                     + b.block_bytes
             }

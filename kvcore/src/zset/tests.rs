@@ -148,3 +148,29 @@ proptest! {
         run(Limits { max_entries: 16, max_value: 64 }, ops)?;
     }
 }
+
+#[test]
+fn the_member_table_grows_and_shrinks_progressively() {
+    let mut b = super::Big::default();
+    let m = |i: usize| format!("member:{i}");
+    let mut rehashing = 0;
+    for i in 0..20_000 {
+        assert_eq!(b.upsert(m(i).as_bytes(), i as f64), None);
+        rehashing += usize::from(b.map.is_rehashing());
+    }
+    // Each doubling is spread over many inserts, not done inside one.
+    assert!(
+        rehashing > 100,
+        "{rehashing} inserts saw a rehash under way"
+    );
+    assert!(b.map.layout().buckets >= 16_384);
+    for i in 0..19_990 {
+        assert_eq!(b.remove(m(i).as_bytes()), Some(i as f64));
+    }
+    for i in 19_990..20_000 {
+        assert_eq!(b.score(m(i).as_bytes()), Some(i as f64));
+        assert_eq!(b.upsert(m(i).as_bytes(), 1.0), Some(i as f64));
+    }
+    assert!(b.map.layout().buckets <= 128, "{:?}", b.map.layout());
+    assert_eq!((b.map.len(), b.tree.len()), (10, 10));
+}
