@@ -304,6 +304,14 @@ fn crash_rounds(fsync: &str, rounds: usize) -> u64 {
                 })
             })
             .collect();
+        // The kill lands `wait` ms after this round's first acknowledged write (under a loaded
+        // machine, an fsync'd first write can take longer than the shortest wait).
+        let started = std::time::Instant::now();
+        while (0..WRITERS).all(|t| acked[t].load(Ordering::SeqCst) == acked_total[t])
+            && started.elapsed() < std::time::Duration::from_secs(10)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let wait = 100 + (round as u64 * 137) % 400;
         std::thread::sleep(std::time::Duration::from_millis(wait));
         // kill -9 (the drop), then stop the writers, whose connections are gone.
