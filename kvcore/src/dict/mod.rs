@@ -111,6 +111,46 @@ pub trait Link: Sized {
     fn next_mut(&mut self) -> &mut Option<Self>;
 }
 
+/// A non-owning entry: a pointer to a block that someone else owns and that holds the entry's
+/// chain link (the expiry index's key nodes, a sorted set's members). Its [`Link`] reads and
+/// writes that word.
+///
+/// # Safety
+/// While the entry is in a dict, [`WordLink::word`] must point to a live, initialized
+/// `Option<Self>` in its block that nothing but this entry's `next_mut` writes, and each block
+/// must be in one dict at most once.
+pub(crate) unsafe trait WordLink: Sized {
+    /// The entry's key (see [`Link::key`]).
+    fn word_key(&self) -> &[u8];
+    /// The block's address, for [`Link::prefetch`].
+    fn block(&self) -> *const u8;
+    /// The block's link word. Only the address is computed.
+    fn word(&self) -> *mut Option<Self>;
+}
+
+impl<L: WordLink> Link for L {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        self.word_key()
+    }
+    #[inline]
+    fn prefetch(&self) {
+        prefetch(self.block());
+    }
+    #[inline]
+    fn next(&self) -> Option<&Self> {
+        // SAFETY: the word is live and initialized (the trait's contract), and only this
+        // entry's `next_mut` writes it, which `&self` excludes.
+        unsafe { (*self.word()).as_ref() }
+    }
+    #[inline]
+    fn next_mut(&mut self) -> &mut Option<Self> {
+        // SAFETY: as in `next`; `&mut self` makes this entry's access to its word exclusive
+        // (its block is in the dict once).
+        unsafe { &mut *self.word() }
+    }
+}
+
 /// Starts loading the cache line at `p` into the CPU's caches (no effect where there is no
 /// prefetch instruction). A hint: nothing is read, and any address is allowed.
 #[inline(always)]

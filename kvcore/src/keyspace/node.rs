@@ -46,7 +46,7 @@ use std::mem::{align_of, size_of, ManuallyDrop};
 use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 
-use crate::dict::Link;
+use crate::dict::{Link, WordLink};
 use crate::value::{Stored, Value};
 
 /// `meta` bit: the tail ends with a deadline slot.
@@ -916,43 +916,32 @@ impl ExpLink {
                 as *const KeyNode)
         }
     }
+}
 
-    /// The node's link word.
+// SAFETY: the link word is the last 8 bytes of the node's tail, 8-aligned (see `tail_len`),
+// holding an `Option<ExpLink>` written `None` when the node was made; the node is live while
+// its entry is in the index (see the type's docs), each node is in the index once, and nothing
+// else writes the word.
+unsafe impl WordLink for ExpLink {
     #[inline]
-    fn link(&self) -> *mut Option<ExpLink> {
+    fn word_key(&self) -> &[u8] {
+        self.node().key()
+    }
+    #[inline]
+    fn block(&self) -> *const u8 {
+        self.0.as_ptr().cast::<u8>()
+    }
+    #[inline]
+    fn word(&self) -> *mut Option<ExpLink> {
         let base = self.0.as_ptr();
-        // SAFETY: the node is live (see the type's docs) and has the link word: the last 8
-        // bytes of its tail, 8-aligned (see `tail_len`), holding an `Option<ExpLink>`
-        // (written `None` when the node was made). Only the address is computed here.
+        // SAFETY: the node is live and has the link word (see the impl's comment); only the
+        // address is computed here.
         unsafe {
             let meta = (*base).meta;
             base.cast::<u8>()
                 .add(HEAD + tail_len::<Value>(meta) - 8)
                 .cast::<Option<ExpLink>>()
         }
-    }
-}
-
-impl Link for ExpLink {
-    #[inline]
-    fn key(&self) -> &[u8] {
-        self.node().key()
-    }
-    #[inline]
-    fn prefetch(&self) {
-        crate::dict::prefetch(self.0.as_ptr().cast::<u8>());
-    }
-    #[inline]
-    fn next(&self) -> Option<&Self> {
-        // SAFETY: see `link`; the word is only changed through `next_mut` of this entry, which
-        // `&self` excludes.
-        unsafe { (*self.link()).as_ref() }
-    }
-    #[inline]
-    fn next_mut(&mut self) -> &mut Option<Self> {
-        // SAFETY: see `link`; `&mut self` makes this entry's access to its word exclusive
-        // (each node is in the index once, and nothing else writes the word).
-        unsafe { &mut *self.link() }
     }
 }
 

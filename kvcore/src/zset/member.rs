@@ -164,43 +164,29 @@ impl MemberRef {
     pub fn is(self, m: &Member) -> bool {
         self.ptr == m.ptr
     }
+}
 
-    /// The block's link word.
-    fn link(&self) -> *mut Option<MemberRef> {
+// SAFETY: the link word is at offset 8 of every block (8-aligned), holding an
+// `Option<MemberRef>` written `None` in `Member::new`; a reference is in a table only while the
+// tree of the same set owns its block (module docs), each member is in its set's table once,
+// and nothing else writes the word.
+unsafe impl crate::dict::WordLink for MemberRef {
+    #[inline]
+    fn word_key(&self) -> &[u8] {
+        // SAFETY: the block is live while the reference is in its table (see above).
+        unsafe { self.bytes() }
+    }
+    #[inline]
+    fn block(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+    #[inline]
+    fn word(&self) -> *mut Option<MemberRef> {
         // Only the address is computed: offset 8 of a block of at least `HEADER` bytes.
         self.ptr
             .as_ptr()
             .wrapping_add(LINK)
             .cast::<Option<MemberRef>>()
-    }
-}
-
-/// The set's table chains members through their blocks' link words. A `MemberRef` is in a
-/// table only while the tree of the same set owns its block (the invariant in the module docs),
-/// and in one table at a time.
-impl crate::dict::Link for MemberRef {
-    #[inline]
-    fn key(&self) -> &[u8] {
-        // SAFETY: a reference in a table points to a live member of that table's set (module
-        // docs); the table only calls this while it holds the reference.
-        unsafe { self.bytes() }
-    }
-    #[inline]
-    fn prefetch(&self) {
-        crate::dict::prefetch(self.ptr.as_ptr());
-    }
-    #[inline]
-    fn next(&self) -> Option<&Self> {
-        // SAFETY: the block is live (see `key`) and its link word holds an `Option<MemberRef>`
-        // (written `None` in `Member::new`); it is only changed through `next_mut` of this
-        // reference, which `&self` excludes.
-        unsafe { (*self.link()).as_ref() }
-    }
-    #[inline]
-    fn next_mut(&mut self) -> &mut Option<Self> {
-        // SAFETY: as in `next`; `&mut self` makes this reference's access to its block's word
-        // exclusive (each member is in its set's table once, and nothing else writes the word).
-        unsafe { &mut *self.link() }
     }
 }
 
