@@ -678,12 +678,7 @@ impl Default for Config {
             requirepass: Vec::new(),
             databases: 16,
             notify_keyspace_events: 0,
-            telemetry: crate::telemetry::Settings {
-                slower_than: 10_000,
-                slowlog_max: 128,
-                monitor_ms: 0,
-                tracking: true,
-            },
+            telemetry: crate::telemetry::Settings::new(10_000, 128, 0, true),
             percentiles: Vec::new(),
         };
         c.refresh_typed();
@@ -893,12 +888,12 @@ impl Config {
             .to_vec();
         self.databases = num(self, "databases").max(1) as usize;
         let int = |c: &Config, n: &str| c.get(n).and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
-        self.telemetry = crate::telemetry::Settings {
-            slower_than: int(self, "slowlog-log-slower-than"),
-            slowlog_max: num(self, "slowlog-max-len").min(usize::MAX as u64) as usize,
-            monitor_ms: num(self, "latency-monitor-threshold"),
-            tracking: self.get("latency-tracking") == Some("yes"),
-        };
+        self.telemetry = crate::telemetry::Settings::new(
+            int(self, "slowlog-log-slower-than"),
+            num(self, "slowlog-max-len").min(usize::MAX as u64) as usize,
+            num(self, "latency-monitor-threshold"),
+            self.get("latency-tracking") == Some("yes"),
+        );
         self.percentiles = self
             .get("latency-tracking-info-percentiles")
             .unwrap_or_default()

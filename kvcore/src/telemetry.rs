@@ -189,6 +189,37 @@ pub struct Settings {
     pub monitor_ms: u64,
     /// `latency-tracking`.
     pub tracking: bool,
+    /// The shortest command, in ns, that the slow log or the latency monitor keeps (from the
+    /// two thresholds; `u64::MAX` when both are off): one compare per command.
+    notable: u64,
+}
+
+impl Settings {
+    /// Settings from the configuration's values (the fields of the same names).
+    pub const fn new(
+        slower_than: i64,
+        slowlog_max: usize,
+        monitor_ms: u64,
+        tracking: bool,
+    ) -> Self {
+        let slow = if slower_than >= 0 {
+            (slower_than as u64).saturating_mul(1000)
+        } else {
+            u64::MAX
+        };
+        let monitor = if monitor_ms > 0 {
+            monitor_ms.saturating_mul(1_000_000)
+        } else {
+            u64::MAX
+        };
+        Settings {
+            slower_than,
+            slowlog_max,
+            monitor_ms,
+            tracking,
+            notable: if slow < monitor { slow } else { monitor },
+        }
+    }
 }
 
 /// One shard's records.
@@ -289,7 +320,6 @@ impl Telemetry {
         now_s: u64,
     ) {
         let stat = self.stat(spec, args);
-        let name = stat.name;
         let error = reply.first() == Some(&b'-');
         match outcome {
             Outcome::Rejected => stat.rejected += 1,
@@ -307,23 +337,39 @@ impl Telemetry {
                         *n += 1;
                     }
                 }
-                let micros = nanos / 1000;
-                if set.slower_than >= 0 && micros >= set.slower_than as u64 && name != "exec" {
-                    self.slow(args, micros, client, set.slowlog_max, now_s);
-                }
-                let ms = micros / 1000;
-                if set.monitor_ms > 0 && ms >= set.monitor_ms {
-                    let event = if spec.has(crate::commands::flags::FAST) {
-                        "fast-command"
-                    } else {
-                        "command"
-                    };
-                    self.latency_event(event, ms, now_s);
+                if nanos >= set.notable {
+                    self.notable(spec, args, nanos, client, set, now_s);
                 }
             }
         }
         if error {
             self.error(reply);
+        }
+    }
+
+    /// A command slow enough for the slow log or the latency monitor, by their thresholds.
+    #[cold]
+    fn notable(
+        &mut self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        nanos: u64,
+        client: u64,
+        set: Settings,
+        now_s: u64,
+    ) {
+        let micros = nanos / 1000;
+        if set.slower_than >= 0 && micros >= set.slower_than as u64 && spec.name != "exec" {
+            self.slow(args, micros, client, set.slowlog_max, now_s);
+        }
+        let ms = micros / 1000;
+        if set.monitor_ms > 0 && ms >= set.monitor_ms {
+            let event = if spec.has(crate::commands::flags::FAST) {
+                "fast-command"
+            } else {
+                "command"
+            };
+            self.latency_event(event, ms, now_s);
         }
     }
 
@@ -567,12 +613,7 @@ mod tests {
         crate::commands::lookup(name).unwrap()
     }
 
-    const ON: Settings = Settings {
-        slower_than: 0,
-        slowlog_max: 2,
-        monitor_ms: 0,
-        tracking: true,
-    };
+    const ON: Settings = Settings::new(0, 2, 0, true);
 
     #[test]
     fn counters_errors_and_subcommands() {
@@ -680,10 +721,7 @@ mod tests {
             t.slowlog(1)[0].args,
             vec![b"auth".to_vec(), b"(redacted)".to_vec()]
         );
-        let off = Settings {
-            slower_than: -1,
-            ..ON
-        };
+        let off = Settings::new(-1, 2, 0, true);
         t.slowlog_reset();
         t.record(
             set,

@@ -353,6 +353,23 @@ pub fn peek_command(
     clippy::arithmetic_side_effects
 )]
 fn quick_header(buf: &[u8], start: usize, max: usize) -> Option<(usize, usize)> {
+    // Most headers of a command are one or two digits (`*3`, `$3`, `$16`): read them
+    // without the loop. Same conditions as below: no leading zero, `\r` within `max`, one
+    // byte after it.
+    if let Some(&[d0, b1, b2, _]) = buf.get(start.checked_add(1)?..start.checked_add(5)?) {
+        if (b'1'..=b'9').contains(&d0) && max > 2 {
+            let v0 = usize::from(d0.wrapping_sub(b'0'));
+            if b1 == b'\r' {
+                return Some((v0, start.wrapping_add(4)));
+            }
+            if b1.is_ascii_digit() && b2 == b'\r' {
+                let v = v0
+                    .wrapping_mul(10)
+                    .wrapping_add(usize::from(b1.wrapping_sub(b'0')));
+                return Some((v, start.wrapping_add(5)));
+            }
+        }
+    }
     let digits = buf.get(start.checked_add(1)?..)?;
     let mut value: usize = 0;
     for (i, &c) in digits.iter().enumerate() {

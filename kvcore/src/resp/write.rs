@@ -65,6 +65,42 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// `<ty><n>\r\n` for a length or count, with room reserved for `more` bytes after it.
+    /// Below 1000 (nearly every reply) the header is built in one word, without `itoa`.
+    #[inline]
+    fn head(&mut self, ty: u8, n: usize, more: usize) {
+        let (word, len) = match n {
+            0..=9 => (
+                u64::from(ty) | (b'0' as u64 + n as u64) << 8 | 0x0a0d << 16,
+                4,
+            ),
+            10..=99 => (
+                u64::from(ty)
+                    | (b'0' as u64 + n as u64 / 10) << 8
+                    | (b'0' as u64 + n as u64 % 10) << 16
+                    | 0x0a0d << 24,
+                5,
+            ),
+            100..=999 => (
+                u64::from(ty)
+                    | (b'0' as u64 + n as u64 / 100) << 8
+                    | (b'0' as u64 + n as u64 / 10 % 10) << 16
+                    | (b'0' as u64 + n as u64 % 10) << 24
+                    | 0x0a0d << 32,
+                6,
+            ),
+            _ => {
+                self.out.reserve(HEADER_MAX + more);
+                return self.framed(ty, n, None);
+            }
+        };
+        // The whole word (a fixed-size copy), then the bytes past the header dropped.
+        let at = self.out.len();
+        self.out.reserve(8 + more);
+        self.out.extend_from_slice(&word.to_le_bytes());
+        self.out.truncate(at + len);
+    }
+
     /// `<ty><text>\r\n`.
     fn line(&mut self, ty: u8, text: &[u8]) {
         self.out.reserve(1 + text.len() + CRLF.len());
@@ -99,12 +135,17 @@ impl<'a> ReplyWriter<'a> {
 
     /// An integer, `:n\r\n`.
     pub fn int(&mut self, n: i64) {
-        self.framed(b':', n, None);
+        match usize::try_from(n) {
+            Ok(n) => self.head(b':', n, 0),
+            Err(_) => self.framed(b':', n, None),
+        }
     }
 
     /// A bulk string, `$len\r\nbytes\r\n`.
     pub fn bulk(&mut self, bytes: &[u8]) {
-        self.framed(b'$', bytes.len(), Some(&[bytes]));
+        self.head(b'$', bytes.len(), bytes.len() + CRLF.len());
+        self.out.extend_from_slice(bytes);
+        self.out.extend_from_slice(CRLF);
     }
 
     /// An integer as a bulk string (`GET` of an integer-encoded value).
@@ -144,27 +185,27 @@ impl<'a> ReplyWriter<'a> {
 
     /// An array header, `*n\r\n`, followed by `n` replies.
     pub fn array_len(&mut self, n: usize) {
-        self.framed(b'*', n, None);
+        self.head(b'*', n, 0);
     }
 
     /// A map header of `n` pairs (`%n`), followed by `2n` replies;
     /// RESP2 sends a flat array `*2n`.
     pub fn map_len(&mut self, n: usize) {
         if self.resp3() {
-            self.framed(b'%', n, None);
+            self.head(b'%', n, 0);
         } else {
-            self.framed(b'*', n.saturating_mul(2), None);
+            self.head(b'*', n.saturating_mul(2), 0);
         }
     }
 
     /// A set header (`~n`, RESP2 `*n`), followed by `n` replies.
     pub fn set_len(&mut self, n: usize) {
-        self.framed(if self.resp3() { b'~' } else { b'*' }, n, None);
+        self.head(if self.resp3() { b'~' } else { b'*' }, n, 0);
     }
 
     /// A push header (`>n`, RESP2 `*n`), followed by `n` replies.
     pub fn push_len(&mut self, n: usize) {
-        self.framed(if self.resp3() { b'>' } else { b'*' }, n, None);
+        self.head(if self.resp3() { b'>' } else { b'*' }, n, 0);
     }
 
     /// A double as Redis 7.0 sends it: `%.17g` text, `inf` and `-inf`;
@@ -231,6 +272,35 @@ mod tests {
             three.escape_ascii().to_string(),
             resp3.escape_ascii().to_string()
         );
+    }
+
+    #[test]
+    fn headers_of_every_size_read_as_their_number() {
+        let mut ns: Vec<i64> = (-1100..=1100).collect();
+        ns.extend([9_999, 10_000, 123_456_789, i64::MAX, i64::MIN]);
+        for n in ns {
+            let mut out = Vec::new();
+            let mut w = ReplyWriter::new(&mut out, Proto::Resp2);
+            w.int(n);
+            if let Ok(len) = usize::try_from(n) {
+                w.array_len(len);
+                w.map_len(len / 2);
+                if len < 5000 {
+                    w.bulk(&vec![b'x'; len]);
+                }
+            }
+            let mut want = format!(":{n}\r\n");
+            if n >= 0 {
+                want += &format!("*{n}\r\n*{}\r\n", n / 2 * 2);
+                if n < 5000 {
+                    want += &format!("${n}\r\n{}\r\n", "x".repeat(n as usize));
+                }
+            }
+            assert_eq!(
+                out.escape_ascii().to_string(),
+                want.escape_debug().to_string()
+            );
+        }
     }
 
     #[test]
