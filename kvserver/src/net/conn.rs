@@ -257,6 +257,23 @@ enum Step {
     Input(Vec<u8>),
 }
 
+/// What the connection does after a command it ran without an `await` ([`Conn::try_now`]):
+/// a [`Step`] with nothing to carry, so that it is returned in registers.
+#[derive(Clone, Copy)]
+enum Ran {
+    Go,
+    Close,
+}
+
+impl From<Ran> for Step {
+    fn from(r: Ran) -> Step {
+        match r {
+            Ran::Go => Step::Go,
+            Ran::Close => Step::Close,
+        }
+    }
+}
+
 /// The read side of a connection: its buffer and the parser over it.
 struct Input {
     rbuf: Vec<u8>,
@@ -318,6 +335,9 @@ enum Woke {
 /// One client's state on this shard.
 struct Conn<'a> {
     shard: &'a Rc<Shard>,
+    /// `Global::pause_end`, read before every command: held here, one load away rather than
+    /// a chain of them through the shard (perf showed that chain stalling the batch loop).
+    pause_end: &'a std::sync::atomic::AtomicU64,
     entry: &'a ClientEntry,
     session: &'a mut Session,
     out: Vec<u8>,
@@ -439,6 +459,7 @@ impl<'a> Conn<'a> {
             .unwrap_or(1 << 30);
         Conn {
             shard,
+            pause_end: &shard.global.pause_end,
             entry,
             session,
             out: Vec::new(),
@@ -702,7 +723,7 @@ impl<'a> Conn<'a> {
                 continue;
             }
             commands += 1;
-            if self.shard.global.pause_end.load(Ordering::Relaxed) != 0 {
+            if self.pause_end.load(Ordering::Relaxed) != 0 {
                 lap = None;
                 self.wait_out_pause(stream, &args).await?;
             }
@@ -725,12 +746,31 @@ impl<'a> Conn<'a> {
             let now = self.try_now(&args);
             self.session.lapping = false;
             lap = self.session.lap.take();
-            let step = match now {
-                Some(step) => step,
+            // No value of a type with a payload lives across the `await` below (it would be
+            // kept in this future's state: perf showed a store-forwarding stall there on every
+            // command); the outcome is one flag.
+            let close_now = match now {
+                Some(Ran::Go) => false,
+                Some(Ran::Close) => true,
                 None => {
                     lap = None;
                     let room = self.query_limit.saturating_sub(input.end - pos);
-                    Box::pin(self.command(stream, &args, room)).await?
+                    match Box::pin(self.command(stream, &args, room)).await? {
+                        Step::Go => false,
+                        Step::Close => true,
+                        Step::Input(sent) => {
+                            drop(args);
+                            // What the client sent while it waited follows what was already
+                            // read.
+                            let grown = input.end + sent.len();
+                            if grown > input.rbuf.len() {
+                                input.rbuf.resize(grown, 0);
+                            }
+                            input.rbuf[input.end..grown].copy_from_slice(&sent);
+                            input.end = grown;
+                            false
+                        }
+                    }
                 }
             };
             if let Some(l) = self.link.as_deref_mut() {
@@ -749,23 +789,9 @@ impl<'a> Conn<'a> {
                 }
                 self.session.reply_skip_now = false;
             }
-            match step {
-                Step::Go => {}
-                Step::Close => {
-                    close = true;
-                    break;
-                }
-                Step::Input(sent) => {
-                    lap = None;
-                    drop(args);
-                    // What the client sent while it waited follows what was already read.
-                    let grown = input.end + sent.len();
-                    if grown > input.rbuf.len() {
-                        input.rbuf.resize(grown, 0);
-                    }
-                    input.rbuf[input.end..grown].copy_from_slice(&sent);
-                    input.end = grown;
-                }
+            if close_now {
+                close = true;
+                break;
             }
             if self.out.len() + self.pend.local.len() >= FLUSH_AT
                 || self.pend.segs.len() >= REMOTE_AT
@@ -833,7 +859,7 @@ impl<'a> Conn<'a> {
     /// runs a command of this shard whose keys no command spanning shards holds, or queues
     /// one for another shard. `None`: take [`Conn::command`].
     #[inline]
-    fn try_now(&mut self, args: &[&[u8]]) -> Option<Step> {
+    fn try_now(&mut self, args: &[&[u8]]) -> Option<Ran> {
         if self.subs.is_some() {
             return None;
         }
@@ -866,14 +892,14 @@ impl<'a> Conn<'a> {
                 }
                 self.after_session_change(spec);
                 Some(if self.session.close_after_reply {
-                    Step::Close
+                    Ran::Close
                 } else {
-                    Step::Go
+                    Ran::Go
                 })
             }
             Route::Remote(s) => {
                 self.queue_remote(s, args);
-                Some(Step::Go)
+                Some(Ran::Go)
             }
             // (Only with no reply of an earlier command on its way: in MULTI, replies go
             // straight to the output.)
@@ -884,7 +910,7 @@ impl<'a> Conn<'a> {
                 let mark = self.out.len();
                 self.out.extend_from_slice(b"+OK\r\n");
                 self.count(spec, args, None, mark);
-                Some(Step::Go)
+                Some(Ran::Go)
             }
             // PUBLISH from a client that subscribes to nothing: no reply of its own can
             // interleave, so it needs no await (the common publisher).
@@ -900,12 +926,12 @@ impl<'a> Conn<'a> {
                     let a = self.pend.local.len();
                     kvcore::resp::ReplyWriter::new(&mut self.pend.local, self.session.proto).int(n);
                     self.pend.segs.push(Seg::Local(a, self.pend.local.len()));
-                    return Some(Step::Go);
+                    return Some(Ran::Go);
                 } else {
                     &mut self.out
                 };
                 kvcore::resp::ReplyWriter::new(out, self.session.proto).int(n);
-                Some(Step::Go)
+                Some(Ran::Go)
             }
             _ => None,
         }
@@ -948,7 +974,7 @@ impl<'a> Conn<'a> {
 
     /// EXEC without an `await`: no watched key, no queue-time error, and every key on this
     /// shard (or none) and free. `None`: take [`Conn::exec`].
-    fn try_exec_now(&mut self, args: &[&[u8]]) -> Option<Step> {
+    fn try_exec_now(&mut self, args: &[&[u8]]) -> Option<Ran> {
         let multi = self.multi.as_deref()?;
         if self.watches.is_some() || multi.aborted || self.exec_rejected(args).is_some() {
             return None;
@@ -977,7 +1003,7 @@ impl<'a> Conn<'a> {
         if changes {
             self.mirror_session();
         }
-        Some(Step::Go)
+        Some(Ran::Go)
     }
 
     /// Runs one command (or queues it, inside MULTI).
@@ -1013,8 +1039,8 @@ impl<'a> Conn<'a> {
             }
         }
         if self.multi.is_some() {
-            if let Some(step) = self.in_multi(args) {
-                return Ok(step);
+            if let Some(ran) = self.in_multi(args) {
+                return Ok(ran.into());
             }
         }
         if args.len() == 1 && args[0].eq_ignore_ascii_case(b"reset") {
@@ -1185,7 +1211,7 @@ impl<'a> Conn<'a> {
 
     /// Inside MULTI: queues the command, or answers its error (which makes EXEC abort);
     /// `None` for the commands that run at once (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET).
-    fn in_multi(&mut self, args: &[&[u8]]) -> Option<Step> {
+    fn in_multi(&mut self, args: &[&[u8]]) -> Option<Ran> {
         let spec = commands::lookup(args[0]);
         let exempt = spec.is_some_and(|s| {
             matches!(
@@ -1207,7 +1233,7 @@ impl<'a> Conn<'a> {
                 m.aborted = true;
             }
             self.out.extend_from_slice(&e);
-            return Some(Step::Go);
+            return Some(Ran::Go);
         }
         let subscribed = self.subscribed_resp2();
         let multi = self.multi.as_mut()?;
@@ -1223,7 +1249,7 @@ impl<'a> Conn<'a> {
                 .dispatch(self.session, args, &mut err);
             multi.aborted = true;
             self.out.extend_from_slice(&err);
-            return Some(Step::Go);
+            return Some(Ran::Go);
         }
         if exempt {
             return None;
@@ -1232,7 +1258,7 @@ impl<'a> Conn<'a> {
             // Redis refuses every command queued while over maxmemory with nothing to evict.
             multi.aborted = true;
             self.out.extend_from_slice(OOM);
-            return Some(Step::Go);
+            return Some(Ran::Go);
         }
         if subscribed {
             let name = spec.map_or("", |s| s.name);
@@ -1240,7 +1266,7 @@ impl<'a> Conn<'a> {
                 multi.aborted = true;
                 self.out
                     .extend_from_slice(&not_in_subscribed_mode(name, args));
-                return Some(Step::Go);
+                return Some(Ran::Go);
             }
         }
         multi.queue.push(args);
@@ -1252,7 +1278,7 @@ impl<'a> Conn<'a> {
             .multi
             .store(multi.queue.len() as i64, Ordering::Relaxed);
         self.out.extend_from_slice(b"+QUEUED\r\n");
-        Some(Step::Go)
+        Some(Ran::Go)
     }
 
     /// Why an EXEC fails the checks every command passes (arity, authentication, subscribed
