@@ -481,6 +481,13 @@ fn parse_ext_options<'a>(a: &[&'a [u8]], start: usize, for_set: bool) -> Option<
 }
 
 fn set(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    if a.len() == 3 {
+        // No options (most SETs): what reading none would give.
+        return match c.db.set_in(c.session.db, a[1], a[2], SetOptions::default()) {
+            Ok(_) => c.out.ok(),
+            Err(e) => reply_err(&mut c.out, e),
+        };
+    }
     let Some(ext) = parse_ext_options(a, 3, true) else {
         return c.out.error(b"ERR syntax error");
     };
