@@ -336,7 +336,7 @@ enum Woke {
 struct Conn<'a> {
     shard: &'a Rc<Shard>,
     /// `Global::pause_end`, read before every command: held here, one load away rather than
-    /// a chain of them through the shard (perf showed that chain stalling the batch loop).
+    /// a chain of them through the shard and the global state.
     pause_end: &'a std::sync::atomic::AtomicU64,
     entry: &'a ClientEntry,
     session: &'a mut Session,
