@@ -24,13 +24,14 @@ struct Node {
 }
 
 impl Link for Box<Node> {
-    fn key(&self) -> &[u8] {
+    type Arena = ();
+    fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         &self.key[..usize::from(self.len)]
     }
-    fn next(&self) -> Option<&Self> {
+    fn next<'a>(&'a self, _: &()) -> Option<&'a Self> {
         self.next.as_ref()
     }
-    fn next_mut(&mut self) -> &mut Option<Self> {
+    fn next_mut<'a>(&'a mut self, _: &()) -> &'a mut Option<Self> {
         &mut self.next
     }
 }

@@ -48,6 +48,7 @@ pub mod num;
 pub mod persist;
 pub mod rdb;
 pub mod set;
+pub mod slab;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;

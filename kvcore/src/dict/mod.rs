@@ -95,20 +95,35 @@ pub const SHRINK_FILL_PERCENT: usize = 10;
 // The entry trait
 // ---------------------------------------------------------------------------------------------
 
-/// An owning pointer to one entry that carries its own chain link (intrusive chaining).
+/// An owning reference to one entry that carries its own chain link (intrusive chaining).
 ///
-/// `Option<Self>` should be pointer-sized (a `Box`, or a type wrapping `NonNull`), so a bucket
-/// costs one word.
+/// `Option<Self>` should be one word or less (a `Box`, a type wrapping `NonNull`, or a 32-bit
+/// handle), so a bucket costs that much. An entry may live in memory the dict's
+/// [`Link::Arena`] manages (a handle into a [`crate::slab::Slab`]); then reading it needs the
+/// arena, and an entry leaving the dict for good goes back to it through [`Link::release`].
 pub trait Link: Sized {
+    /// What the entries' memory comes from: `()` for entries that own their memory. The dict
+    /// holds one and lends it to every call below.
+    type Arena: Default;
+    /// Whether dropping an entry does anything ([`Dict::clear`] skips walking the chains of
+    /// entries that need no release).
+    const RELEASES: bool = std::mem::needs_drop::<Self>();
     /// The entry's key. Must not change while the entry is in a dict.
-    fn key(&self) -> &[u8];
+    fn key<'a>(&'a self, arena: &Self::Arena) -> &'a [u8];
     /// Asks the CPU to start loading the entry, without reading it (a hint; default none).
     #[inline]
-    fn prefetch(&self) {}
+    fn prefetch(&self, arena: &Self::Arena) {
+        let _ = arena;
+    }
     /// The next entry in this entry's chain.
-    fn next(&self) -> Option<&Self>;
+    fn next<'a>(&'a self, arena: &Self::Arena) -> Option<&'a Self>;
     /// The link to the next entry in this entry's chain.
-    fn next_mut(&mut self) -> &mut Option<Self>;
+    fn next_mut<'a>(&'a mut self, arena: &Self::Arena) -> &'a mut Option<Self>;
+    /// Frees an entry that leaves the dict (by default, drops it).
+    #[inline]
+    fn release(self, arena: &mut Self::Arena) {
+        let _ = arena;
+    }
 }
 
 /// A non-owning entry: a pointer to a block that someone else owns and that holds the entry's
@@ -129,22 +144,23 @@ pub(crate) unsafe trait WordLink: Sized {
 }
 
 impl<L: WordLink> Link for L {
+    type Arena = ();
     #[inline]
-    fn key(&self) -> &[u8] {
+    fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         self.word_key()
     }
     #[inline]
-    fn prefetch(&self) {
+    fn prefetch(&self, _: &()) {
         prefetch(self.block());
     }
     #[inline]
-    fn next(&self) -> Option<&Self> {
+    fn next<'a>(&'a self, _: &()) -> Option<&'a Self> {
         // SAFETY: the word is live and initialized (the trait's contract), and only this
         // entry's `next_mut` writes it, which `&self` excludes.
         unsafe { (*self.word()).as_ref() }
     }
     #[inline]
-    fn next_mut(&mut self) -> &mut Option<Self> {
+    fn next_mut<'a>(&'a mut self, _: &()) -> &'a mut Option<Self> {
         // SAFETY: as in `next`; `&mut self` makes this entry's access to its word exclusive
         // (its block is in the dict once).
         unsafe { &mut *self.word() }
@@ -184,6 +200,8 @@ pub struct Dict<L: Link> {
     /// Where an emptied bucket array of at least [`RETIRE_BYTES`] goes (see
     /// [`Dict::set_retire`]); dropped in place when `None`.
     retire: Option<fn(Vec<Option<L>>)>,
+    /// Where the entries' memory comes from (see [`Link::Arena`]).
+    arena: L::Arena,
 }
 
 /// `d`, with its emptied big bucket arrays freed by the lazyfree thread, off the command path
@@ -243,6 +261,7 @@ impl<L: Link> Dict<L> {
             len: 0,
             hasher,
             retire: None,
+            arena: L::Arena::default(),
         }
     }
 
@@ -278,6 +297,13 @@ impl<L: Link> Dict<L> {
     /// The dict's hash of `key`.
     pub fn hash(&self, key: &[u8]) -> u64 {
         hash_with(&self.hasher, key)
+    }
+
+    /// Where the entries' memory comes from: what reading an entry the dict handed out needs
+    /// (see [`Link::Arena`]).
+    #[inline]
+    pub fn arena(&self) -> &L::Arena {
+        &self.arena
     }
 
     /// Whether a progressive rehash is in progress.
@@ -328,7 +354,7 @@ impl<L: Link> Dict<L> {
     pub fn prefetch_chain(&self, h: u64) {
         let (t, i) = self.locate(h);
         if let Some(Some(head)) = self.tables[t].get(i) {
-            head.prefetch();
+            head.prefetch(&self.arena);
         }
     }
 
@@ -338,12 +364,16 @@ impl<L: Link> Dict<L> {
         let i0 = h & self.size0.wrapping_sub(1);
         let [t0, t1] = &self.tables;
         if let Some(head) = t0.get(i0) {
-            let found = find(head.as_ref(), key);
+            let found = find(head.as_ref(), key, &self.arena);
             if found.is_some() || i0 + 1 < t0.len() {
                 return found;
             }
         }
-        find(t1.get(h & self.size1.wrapping_sub(1))?.as_ref(), key)
+        find(
+            t1.get(h & self.size1.wrapping_sub(1))?.as_ref(),
+            key,
+            &self.arena,
+        )
     }
 
     /// The chain slot holding `key`, if present, probing as [`Dict::get`] does. Does no
@@ -353,13 +383,14 @@ impl<L: Link> Dict<L> {
         [size0, size1]: [usize; 2],
         h: u64,
         key: &[u8],
+        arena: &L::Arena,
     ) -> Option<&'a mut Option<L>> {
         let h = h as usize;
         let i0 = h & size0.wrapping_sub(1);
         let [t0, t1] = tables;
         let len0 = t0.len();
         if let Some(head) = t0.get_mut(i0) {
-            let slot = slot_of(head, key);
+            let slot = slot_of(head, key, arena);
             if slot.is_some() {
                 return Some(slot);
             }
@@ -368,7 +399,7 @@ impl<L: Link> Dict<L> {
             }
         }
         let i1 = h & size1.wrapping_sub(1);
-        let slot = slot_of(t1.get_mut(i1)?, key);
+        let slot = slot_of(t1.get_mut(i1)?, key, arena);
         slot.is_some().then_some(slot)
     }
 
@@ -377,7 +408,14 @@ impl<L: Link> Dict<L> {
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut L> {
         self.step(REHASH_MOVES);
         let h = self.hash(key);
-        Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?.as_mut()
+        Self::find_slot(
+            &mut self.tables,
+            [self.size0, self.size1],
+            h,
+            key,
+            &self.arena,
+        )?
+        .as_mut()
     }
 
     /// The entry with this key, mutably, unless `evict` says it must go (an expired key): then
@@ -402,32 +440,39 @@ impl<L: Link> Dict<L> {
         f: impl FnOnce(L) -> L,
     ) -> Result<&mut L, Option<L>> {
         let h = self.hash(key);
-        let Some(slot) = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key) else {
+        let Some(slot) = Self::find_slot(
+            &mut self.tables,
+            [self.size0, self.size1],
+            h,
+            key,
+            &self.arena,
+        ) else {
             return Err(None);
         };
         if slot.as_ref().is_some_and(evict) {
             if let Some(mut e) = slot.take() {
-                *slot = e.next_mut().take();
+                *slot = e.next_mut(&self.arena).take();
                 self.len -= 1;
                 return Err(Some(e));
             }
         }
         if slot.as_ref().is_some_and(reform) {
-            Self::reform_slot(slot, &mut self.len, key, f);
+            Self::reform_slot(slot, &mut self.len, key, &self.arena, f);
         }
         slot.as_mut().ok_or(None)
     }
 
     /// Inserts `entry`, replacing and returning an entry with an equal key.
     pub fn insert(&mut self, mut entry: L) -> Option<L> {
-        debug_assert!(entry.next().is_none(), "entry is linked elsewhere");
+        let a = &self.arena;
+        debug_assert!(entry.next(a).is_none(), "entry is linked elsewhere");
         self.step(REHASH_MOVES);
-        let h = self.hash(entry.key());
-        if let Some(slot) =
-            Self::find_slot(&mut self.tables, [self.size0, self.size1], h, entry.key())
-        {
+        let a = &self.arena;
+        let h = hash_with(&self.hasher, entry.key(a));
+        let sizes = [self.size0, self.size1];
+        if let Some(slot) = Self::find_slot(&mut self.tables, sizes, h, entry.key(a), a) {
             if let Some(old) = slot {
-                *entry.next_mut() = old.next_mut().take();
+                *entry.next_mut(a) = old.next_mut(a).take();
             }
             return slot.replace(entry);
         }
@@ -438,13 +483,14 @@ impl<L: Link> Dict<L> {
     /// Inserts `entry`, whose key the caller guarantees is absent (checked in debug builds).
     /// Saves the chain walk of [`Dict::insert`].
     pub fn insert_new(&mut self, entry: L) {
-        debug_assert!(entry.next().is_none(), "entry is linked elsewhere");
+        let a = &self.arena;
+        debug_assert!(entry.next(a).is_none(), "entry is linked elsewhere");
         debug_assert!(
-            self.get(entry.key()).is_none(),
+            self.get(entry.key(a)).is_none(),
             "insert_new of a present key"
         );
         self.step(REHASH_MOVES);
-        let h = self.hash(entry.key());
+        let h = self.hash(entry.key(&self.arena));
         self.push_new(h, entry);
     }
 
@@ -456,7 +502,7 @@ impl<L: Link> Dict<L> {
         let (t, i) = self.locate(h);
         // In range: a table exists now, and `locate` only leaves the range when none does.
         let head = &mut self.tables[t][i];
-        *entry.next_mut() = head.take();
+        *entry.next_mut(&self.arena) = head.take();
         *head = Some(entry);
         self.len += 1;
     }
@@ -465,9 +511,15 @@ impl<L: Link> Dict<L> {
     pub fn remove(&mut self, key: &[u8]) -> Option<L> {
         self.step(REHASH_MOVES);
         let h = self.hash(key);
-        let slot = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?;
+        let slot = Self::find_slot(
+            &mut self.tables,
+            [self.size0, self.size1],
+            h,
+            key,
+            &self.arena,
+        )?;
         let mut e = slot.take()?;
-        *slot = e.next_mut().take();
+        *slot = e.next_mut(&self.arena).take();
         self.len -= 1;
         Some(e)
     }
@@ -480,8 +532,14 @@ impl<L: Link> Dict<L> {
     pub fn replace_with(&mut self, key: &[u8], f: impl FnOnce(L) -> L) -> Option<&mut L> {
         self.step(REHASH_MOVES);
         let h = self.hash(key);
-        let slot = Self::find_slot(&mut self.tables, [self.size0, self.size1], h, key)?;
-        Self::reform_slot(slot, &mut self.len, key, f);
+        let slot = Self::find_slot(
+            &mut self.tables,
+            [self.size0, self.size1],
+            h,
+            key,
+            &self.arena,
+        )?;
+        Self::reform_slot(slot, &mut self.len, key, &self.arena, f);
         slot.as_mut()
     }
 
@@ -489,16 +547,22 @@ impl<L: Link> Dict<L> {
     /// return an unlinked entry with the same key; the chain is relinked after it. While `f`
     /// runs the entry is out of the dict (unlinked and not counted in `len`), so a panic in
     /// `f` loses only that entry.
-    fn reform_slot(slot: &mut Option<L>, len: &mut usize, key: &[u8], f: impl FnOnce(L) -> L) {
+    fn reform_slot(
+        slot: &mut Option<L>,
+        len: &mut usize,
+        key: &[u8],
+        a: &L::Arena,
+        f: impl FnOnce(L) -> L,
+    ) {
         let Some(mut old) = slot.take() else {
             return;
         };
-        *slot = old.next_mut().take();
+        *slot = old.next_mut(a).take();
         *len -= 1;
         let mut new = f(old);
-        debug_assert!(new.key() == key, "reform changed the key");
-        debug_assert!(new.next().is_none(), "reform returned a linked entry");
-        *new.next_mut() = slot.take();
+        debug_assert!(new.key(a) == key, "reform changed the key");
+        debug_assert!(new.next(a).is_none(), "reform returned a linked entry");
+        *new.next_mut(a) = slot.take();
         *slot = Some(new);
         *len += 1;
     }
@@ -507,6 +571,7 @@ impl<L: Link> Dict<L> {
     /// Does no rehash step and never resizes.
     pub fn retain(&mut self, mut f: impl FnMut(&mut L) -> bool) {
         let mut removed = 0;
+        let a = &mut self.arena;
         for head in self.tables.iter_mut().flatten() {
             let mut slot = head;
             loop {
@@ -516,10 +581,11 @@ impl<L: Link> Dict<L> {
                 };
                 if keep {
                     if let Some(e) = slot {
-                        slot = e.next_mut();
+                        slot = e.next_mut(a);
                     }
                 } else if let Some(mut e) = slot.take() {
-                    *slot = e.next_mut().take();
+                    *slot = e.next_mut(a).take();
+                    e.release(a);
                     removed += 1;
                 }
             }
@@ -530,15 +596,17 @@ impl<L: Link> Dict<L> {
     /// Removes every entry and frees both bucket arrays. O(size + len), iterative; entries
     /// that need no drop (links that own nothing) are not visited.
     pub fn clear(&mut self) {
+        let a = &mut self.arena;
         for table in &mut self.tables {
-            if !std::mem::needs_drop::<L>() {
+            if !L::RELEASES {
                 *table = Vec::new();
                 continue;
             }
             for head in table.iter_mut() {
                 let mut cur = head.take();
                 while let Some(mut e) = cur {
-                    cur = e.next_mut().take();
+                    cur = e.next_mut(a).take();
+                    e.release(a);
                 }
             }
             *table = Vec::new();
@@ -608,10 +676,11 @@ impl<L: Link> Dict<L> {
                     pops += 1;
                 }
                 Some(mut e) => {
-                    *slot = e.next_mut().take();
-                    let i = hash_with(&self.hasher, e.key()) as usize & mask1;
+                    let a = &self.arena;
+                    *slot = e.next_mut(a).take();
+                    let i = hash_with(&self.hasher, e.key(a)) as usize & mask1;
                     let head = &mut new[i];
-                    *e.next_mut() = head.take();
+                    *e.next_mut(a) = head.take();
                     *head = Some(e);
                     moves += 1;
                 }
@@ -666,28 +735,32 @@ pub(crate) fn key_eq(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-fn find<'a, L: Link>(mut cur: Option<&'a L>, key: &[u8]) -> Option<&'a L> {
+fn find<'a, L: Link>(mut cur: Option<&'a L>, key: &[u8], a: &L::Arena) -> Option<&'a L> {
     while let Some(e) = cur {
-        if key_eq(e.key(), key) {
+        if key_eq(e.key(a), key) {
             return Some(e);
         }
-        cur = e.next();
+        cur = e.next(a);
     }
     None
 }
 
 /// The slot in the chain starting at `slot` that holds `key`, or the chain's terminal `None`.
-fn slot_of<'a, L: Link>(mut slot: &'a mut Option<L>, key: &[u8]) -> &'a mut Option<L> {
+fn slot_of<'a, L: Link>(
+    mut slot: &'a mut Option<L>,
+    key: &[u8],
+    a: &L::Arena,
+) -> &'a mut Option<L> {
     loop {
         let hit = match slot.as_ref() {
             None => true,
-            Some(e) => key_eq(e.key(), key),
+            Some(e) => key_eq(e.key(a), key),
         };
         if hit {
             return slot;
         }
         if let Some(e) = slot {
-            slot = e.next_mut();
+            slot = e.next_mut(a);
         }
     }
 }

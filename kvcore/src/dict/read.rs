@@ -8,10 +8,11 @@ const FAIR_CHAIN: usize = 4;
 const RANDOM_TRIES: usize = 256;
 
 /// Iterator over a dict's entries, in bucket order. See [`Dict::iter`].
-pub struct Iter<'a, L> {
+pub struct Iter<'a, L: Link> {
     buckets: std::iter::Chain<std::slice::Iter<'a, Option<L>>, std::slice::Iter<'a, Option<L>>>,
     node: Option<&'a L>,
     remaining: usize,
+    arena: &'a L::Arena,
 }
 
 impl<'a, L: Link> Iterator for Iter<'a, L> {
@@ -20,7 +21,7 @@ impl<'a, L: Link> Iterator for Iter<'a, L> {
     fn next(&mut self) -> Option<&'a L> {
         loop {
             if let Some(e) = self.node {
-                self.node = e.next();
+                self.node = e.next(self.arena);
                 self.remaining -= 1;
                 return Some(e);
             }
@@ -42,6 +43,7 @@ impl<L: Link> Dict<L> {
             buckets: self.tables[0].iter().chain(self.tables[1].iter()),
             node: None,
             remaining: self.len,
+            arena: &self.arena,
         }
     }
 
@@ -61,13 +63,14 @@ impl<L: Link> Dict<L> {
     /// the same call.
     pub fn scan(&self, cursor: u64, mut f: impl FnMut(&L)) -> u64 {
         let [t0, t1] = &self.tables;
+        let a = &self.arena;
         let mut v = cursor;
         if !self.is_rehashing() {
             if self.size0 == 0 {
                 return 0;
             }
             let m0 = (self.size0 - 1) as u64;
-            visit(t0, v & m0, &mut f);
+            visit(t0, v & m0, a, &mut f);
             return next_cursor(v, m0);
         }
         let (m0, m1) = ((self.size0 - 1) as u64, (self.size1 - 1) as u64);
@@ -76,9 +79,9 @@ impl<L: Link> Dict<L> {
         } else {
             (t1, m1, t0, m0)
         };
-        visit(small, v & ms, &mut f);
+        visit(small, v & ms, a, &mut f);
         loop {
-            visit(large, v & ml, &mut f);
+            visit(large, v & ml, a, &mut f);
             v = next_cursor(v, ml);
             if v & (ms ^ ml) == 0 {
                 return v;
@@ -92,13 +95,14 @@ impl<L: Link> Dict<L> {
         let rehashing = self.is_rehashing();
         let (size0, size1) = (self.size0, self.size1);
         let [t0, t1] = &mut self.tables;
+        let a = &self.arena;
         let mut v = cursor;
         if !rehashing {
             if size0 == 0 {
                 return 0;
             }
             let m0 = (size0 - 1) as u64;
-            visit_mut(t0, v & m0, &mut f);
+            visit_mut(t0, v & m0, a, &mut f);
             return next_cursor(v, m0);
         }
         let (m0, m1) = ((size0 - 1) as u64, (size1 - 1) as u64);
@@ -107,9 +111,9 @@ impl<L: Link> Dict<L> {
         } else {
             (t1, m1, t0, m0)
         };
-        visit_mut(small, v & ms, &mut f);
+        visit_mut(small, v & ms, a, &mut f);
         loop {
-            visit_mut(large, v & ml, &mut f);
+            visit_mut(large, v & ml, a, &mut f);
             v = next_cursor(v, ml);
             if v & (ms ^ ml) == 0 {
                 return v;
@@ -146,7 +150,7 @@ impl<L: Link> Dict<L> {
             } else {
                 empty = 0;
             }
-            for e in chain(head) {
+            for e in chain(head, &self.arena) {
                 f(e);
                 seen += 1;
                 if seen == count {
@@ -172,6 +176,7 @@ impl<L: Link> Dict<L> {
             return None;
         }
         let [t0, t1] = &self.tables;
+        let a = &self.arena;
         let n0 = t0.len();
         let total = n0 + t1.len();
         let bucket =
@@ -179,16 +184,16 @@ impl<L: Link> Dict<L> {
         let mut rng = r;
         for _ in 0..RANDOM_TRIES {
             let head = bucket(below(splitmix64(&mut rng), total));
-            let c = chain(head).count();
+            let c = chain(head, a).count();
             let j = below(splitmix64(&mut rng), c.max(FAIR_CHAIN));
             if j < c {
-                return chain(head).nth(j);
+                return chain(head, a).nth(j);
             }
         }
         let start = below(splitmix64(&mut rng), total);
         let head = (start..total).chain(0..start).find_map(bucket)?;
-        let c = chain(Some(head)).count();
-        chain(Some(head)).nth(below(splitmix64(&mut rng), c))
+        let c = chain(Some(head), a).count();
+        chain(Some(head), a).nth(below(splitmix64(&mut rng), c))
     }
 }
 
@@ -224,28 +229,28 @@ impl<L: Link> Dict<L> {
             .get(from..)
             .unwrap_or_default()
             .iter()
-            .map(|h| chain(h.as_ref()).count())
+            .map(|h| chain(h.as_ref(), &self.arena).count())
             .sum()
     }
 }
 
-fn chain<L: Link>(head: Option<&L>) -> impl Iterator<Item = &L> {
-    std::iter::successors(head, |e| e.next())
+fn chain<'a, L: Link>(head: Option<&'a L>, a: &'a L::Arena) -> impl Iterator<Item = &'a L> {
+    std::iter::successors(head, move |e| e.next(a))
 }
 
-fn visit<L: Link>(table: &[Option<L>], idx: u64, f: &mut impl FnMut(&L)) {
+fn visit<L: Link>(table: &[Option<L>], idx: u64, a: &L::Arena, f: &mut impl FnMut(&L)) {
     // `get`: a migrated bucket of the old table is past its truncated end, i.e. empty.
     if let Some(head) = table.get(idx as usize) {
-        chain(head.as_ref()).for_each(f);
+        chain(head.as_ref(), a).for_each(f);
     }
 }
 
-fn visit_mut<L: Link>(table: &mut [Option<L>], idx: u64, f: &mut impl FnMut(&mut L)) {
+fn visit_mut<L: Link>(table: &mut [Option<L>], idx: u64, a: &L::Arena, f: &mut impl FnMut(&mut L)) {
     if let Some(head) = table.get_mut(idx as usize) {
         let mut cur = head.as_mut();
         while let Some(e) = cur {
             f(e);
-            cur = e.next_mut().as_mut();
+            cur = e.next_mut(a).as_mut();
         }
     }
 }

@@ -29,7 +29,7 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::dict::{Dict, Link};
+use crate::dict::Dict;
 use crate::keyspace::Thin;
 use crate::listpack::ForwardListpack;
 

@@ -17,7 +17,7 @@
 mod node;
 mod snap;
 
-use crate::dict::{retiring, Dict, Link, REHASH_MOVES};
+use crate::dict::{retiring, Dict, REHASH_MOVES};
 use crate::value::{Stored, Value};
 use node::ExpLink;
 pub(crate) use node::Thin;

@@ -850,6 +850,12 @@ impl<T> Thin<T> {
 }
 
 impl<T> Thin<T> {
+    /// The key (what [`Packed::key`] reads, without building the fat pointer).
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        self.key_bytes()
+    }
+
     /// The key, read without building the fat pointer: `meta`, then the tail's first bytes.
     #[inline]
     fn key_bytes(&self) -> &[u8] {
@@ -865,20 +871,21 @@ impl<T> Thin<T> {
 }
 
 impl<T> Link for Thin<T> {
+    type Arena = ();
     #[inline]
-    fn key(&self) -> &[u8] {
+    fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         self.key_bytes()
     }
     #[inline]
-    fn prefetch(&self) {
+    fn prefetch(&self, _: &()) {
         crate::dict::prefetch(self.0.as_ptr().cast::<u8>());
     }
     #[inline]
-    fn next(&self) -> Option<&Self> {
+    fn next<'a>(&'a self, _: &()) -> Option<&'a Self> {
         self.next.as_ref()
     }
     #[inline]
-    fn next_mut(&mut self) -> &mut Option<Self> {
+    fn next_mut<'a>(&'a mut self, _: &()) -> &'a mut Option<Self> {
         &mut self.next
     }
 }
@@ -903,6 +910,12 @@ impl ExpLink {
             "expiry index entry of a node without a link"
         );
         ExpLink(node.0)
+    }
+
+    /// The node's key.
+    #[inline]
+    pub(crate) fn key(&self) -> &[u8] {
+        self.node().key()
     }
 
     /// The node.
@@ -1017,7 +1030,7 @@ mod tests {
                 let raw = || Value::Raw(Box::new(vec![b'r'; len]));
                 let mut n: Node = Thin::with_access(&key, raw(), at, 0);
                 assert_eq!(n.key(), &key[..]);
-                assert_eq!(Link::key(&n), &key[..]);
+                assert_eq!(Link::key(&n, &()), &key[..]);
                 assert_eq!(n.deadline(), at);
                 assert_eq!(n.obj(), Some(&raw()));
                 assert_eq!(
@@ -1049,7 +1062,7 @@ mod tests {
                     let mut n = Node::with_bytes(&key, &s, at, 0x12_3456);
                     let embedded = klen <= EMB_KEY_MAX && slen <= EMB_STR_MAX;
                     assert_eq!(n.holds_string(), embedded, "{klen} {slen}");
-                    assert_eq!((n.key(), Link::key(&n)), (&key[..], &key[..]));
+                    assert_eq!((n.key(), Link::key(&n, &())), (&key[..], &key[..]));
                     assert_eq!(bytes_of(n.value()), s);
                     assert_eq!(n.value().str_len(), Some(slen));
                     assert_eq!((n.deadline(), n.access()), (at, 0x12_3456));
@@ -1166,7 +1179,7 @@ mod tests {
                     n.set_access(0x12_3456);
                     n.set_mark(true);
                     assert_eq!(
-                        (n.access(), Link::key(&n), n.deadline(), n.mark()),
+                        (n.access(), Link::key(&n, &()), n.deadline(), n.mark()),
                         (0x12_3456, &key[..], at, true)
                     );
                     n.set_access(u32::MAX);
@@ -1192,7 +1205,7 @@ mod tests {
                 let mut d = Thin::new_field(&key, b"field value", at);
                 let big = Thin::new_field(&key, &[b'v'; EMB_STR_MAX + 1], at);
                 assert_eq!((a.key(), b.key(), c.key()), (&key[..], &key[..], &key[..]));
-                assert_eq!(Link::key(&b), &key[..]);
+                assert_eq!(Link::key(&b, &()), &key[..]);
                 assert_eq!((a.deadline(), b.deadline(), c.deadline()), (at, at, at));
                 assert_eq!((*a.value(), *b.value()), (0xab, 0xbeef));
                 *b.value_mut() = 7;
@@ -1263,9 +1276,9 @@ mod tests {
     #[test]
     fn chains_drop() {
         let mut head: Node = Thin::with_bytes(b"a", b"x", 0, 0);
-        *head.next_mut() = Some(Thin::with_access(b"b", Value::Str((*b"y").into()), 9, 0));
-        assert_eq!(head.next().map(|n| n.key()), Some(&b"b"[..]));
-        assert_eq!(head.next().and_then(|n| n.expire_at()), Some(9));
+        *head.next_mut(&()) = Some(Thin::with_access(b"b", Value::Str((*b"y").into()), 9, 0));
+        assert_eq!(head.next(&()).map(|n| n.key()), Some(&b"b"[..]));
+        assert_eq!(head.next(&()).and_then(|n| n.expire_at()), Some(9));
         drop(head);
     }
 }

@@ -25,7 +25,7 @@
 
 pub mod intset;
 
-use crate::dict::{Dict, Link};
+use crate::dict::Dict;
 use crate::keyspace::Thin;
 use crate::listpack::Listpack;
 

@@ -25,13 +25,14 @@ struct TestNode {
 type Node = Box<TestNode>;
 
 impl Link for Box<TestNode> {
-    fn key(&self) -> &[u8] {
+    type Arena = ();
+    fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         &self.key
     }
-    fn next(&self) -> Option<&Self> {
+    fn next<'a>(&'a self, _: &()) -> Option<&'a Self> {
         self.next.as_ref()
     }
-    fn next_mut(&mut self) -> &mut Option<Self> {
+    fn next_mut<'a>(&'a mut self, _: &()) -> &'a mut Option<Self> {
         &mut self.next
     }
 }
