@@ -25,6 +25,13 @@ struct Node {
 
 impl Link for Box<Node> {
     type Arena = ();
+    type Target = Self;
+    fn target<'a>(&'a self, _: &'a ()) -> &'a Self {
+        self
+    }
+    fn target_mut<'a>(&'a mut self, _: &'a ()) -> &'a mut Self {
+        self
+    }
     fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         &self.key[..usize::from(self.len)]
     }

@@ -33,15 +33,18 @@ fn slot() -> &'static AtomicIsize {
     &COUNTS[i].0
 }
 
-/// Bytes currently allocated through the global allocator.
+/// Bytes currently allocated through the global allocator, less the room in the stores' node
+/// slabs that no key uses ([`kvcore::slab::slack`]: deleting keys makes it, and it is theirs
+/// again at the next insert, so it counts as free, as Redis counts a freed key's bytes).
 pub fn allocated() -> usize {
     // Only the slots handed out so far can be non-zero.
     let used = NEXT.load(Ordering::Relaxed).min(SLOTS);
-    COUNTS[..used]
+    let total = COUNTS[..used]
         .iter()
         .map(|s| s.0.load(Ordering::Relaxed))
         .sum::<isize>()
-        .max(0) as usize
+        .max(0) as usize;
+    total.saturating_sub(kvcore::slab::slack())
 }
 
 static PEAK: AtomicUsize = AtomicUsize::new(0);

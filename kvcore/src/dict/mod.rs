@@ -108,6 +108,8 @@ pub trait Link: Sized {
     /// Whether dropping an entry does anything ([`Dict::clear`] skips walking the chains of
     /// entries that need no release).
     const RELEASES: bool = std::mem::needs_drop::<Self>();
+    /// What an entry reads as, with its arena: what the dict's lookups hand out.
+    type Target: ?Sized;
     /// The entry's key. Must not change while the entry is in a dict.
     fn key<'a>(&'a self, arena: &Self::Arena) -> &'a [u8];
     /// Asks the CPU to start loading the entry, without reading it (a hint; default none).
@@ -124,6 +126,10 @@ pub trait Link: Sized {
     fn release(self, arena: &mut Self::Arena) {
         let _ = arena;
     }
+    /// The entry as its [`Link::Target`].
+    fn target<'a>(&'a self, arena: &'a Self::Arena) -> &'a Self::Target;
+    /// [`Link::target`], mutably.
+    fn target_mut<'a>(&'a mut self, arena: &'a Self::Arena) -> &'a mut Self::Target;
 }
 
 /// A non-owning entry: a pointer to a block that someone else owns and that holds the entry's
@@ -145,6 +151,15 @@ pub(crate) unsafe trait WordLink: Sized {
 
 impl<L: WordLink> Link for L {
     type Arena = ();
+    type Target = L;
+    #[inline]
+    fn target<'a>(&'a self, _: &'a ()) -> &'a L {
+        self
+    }
+    #[inline]
+    fn target_mut<'a>(&'a mut self, _: &'a ()) -> &'a mut L {
+        self
+    }
     #[inline]
     fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         self.word_key()
@@ -306,6 +321,19 @@ impl<L: Link> Dict<L> {
         &self.arena
     }
 
+    /// [`Dict::arena`], mutably: to make entries for the dict and to release the ones it hands
+    /// back. Must not be replaced while the dict holds entries.
+    #[inline]
+    pub(crate) fn arena_mut(&mut self) -> &mut L::Arena {
+        &mut self.arena
+    }
+
+    /// Frees an entry the dict handed back ([`Dict::remove`], [`Dict::insert`]'s old one).
+    #[inline]
+    pub fn release(&mut self, entry: L) {
+        entry.release(&mut self.arena);
+    }
+
     /// Whether a progressive rehash is in progress.
     pub fn is_rehashing(&self) -> bool {
         self.size1 != 0
@@ -359,7 +387,13 @@ impl<L: Link> Dict<L> {
     }
 
     /// The entry with this key. Never moves entries.
-    pub fn get(&self, key: &[u8]) -> Option<&L> {
+    pub fn get(&self, key: &[u8]) -> Option<&L::Target> {
+        self.get_link(key).map(|e| e.target(&self.arena))
+    }
+
+    /// The entry with this key, as its link.
+    #[inline]
+    fn get_link(&self, key: &[u8]) -> Option<&L> {
         let h = self.hash(key) as usize;
         let i0 = h & self.size0.wrapping_sub(1);
         let [t0, t1] = &self.tables;
@@ -405,7 +439,7 @@ impl<L: Link> Dict<L> {
 
     /// The entry with this key, mutably. Does a bounded rehash step first. The key must not be
     /// changed through the reference.
-    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut L> {
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut L::Target> {
         self.step(REHASH_MOVES);
         let h = self.hash(key);
         Self::find_slot(
@@ -416,6 +450,7 @@ impl<L: Link> Dict<L> {
             &self.arena,
         )?
         .as_mut()
+        .map(|e| e.target_mut(&self.arena))
     }
 
     /// The entry with this key, mutably, unless `evict` says it must go (an expired key): then
@@ -425,20 +460,25 @@ impl<L: Link> Dict<L> {
     pub fn get_or_evict(
         &mut self,
         key: &[u8],
-        evict: impl FnOnce(&L) -> bool,
-    ) -> Result<&mut L, Option<L>> {
-        self.get_or_evict_reformed(key, evict, |_| false, |e| e)
+        evict: impl FnOnce(&L::Target) -> bool,
+    ) -> Result<&mut L::Target, Option<L>> {
+        let evict = |e: &L, a: &L::Arena| evict(e.target(a));
+        self.get_or_evict_reformed(key, evict, |_, _| false, |e, _| e, |e, _| e)
     }
 
     /// [`Dict::get_or_evict`], and an entry kept for which `reform` holds is first replaced
-    /// by `f(entry)` in its chain position, as [`Dict::replace_with`] does, in the same walk.
-    pub fn get_or_evict_reformed(
+    /// by `f(entry)` in its chain position, as [`Dict::replace_with`] does, in the same walk;
+    /// an evicted entry is handed to `gone` (with the arena, to free it), whose result comes
+    /// back as `Err(Some(_))`. `evict` and `reform` see the link and the arena, so they can
+    /// read what they need without making the whole target.
+    pub fn get_or_evict_reformed<R>(
         &mut self,
         key: &[u8],
-        evict: impl FnOnce(&L) -> bool,
-        reform: impl FnOnce(&L) -> bool,
-        f: impl FnOnce(L) -> L,
-    ) -> Result<&mut L, Option<L>> {
+        evict: impl FnOnce(&L, &L::Arena) -> bool,
+        reform: impl FnOnce(&L, &L::Arena) -> bool,
+        f: impl FnOnce(L, &mut L::Arena) -> L,
+        gone: impl FnOnce(L, &mut L::Arena) -> R,
+    ) -> Result<&mut L::Target, Option<R>> {
         let h = self.hash(key);
         let Some(slot) = Self::find_slot(
             &mut self.tables,
@@ -449,17 +489,20 @@ impl<L: Link> Dict<L> {
         ) else {
             return Err(None);
         };
-        if slot.as_ref().is_some_and(evict) {
+        if slot.as_ref().is_some_and(|e| evict(e, &self.arena)) {
             if let Some(mut e) = slot.take() {
                 *slot = e.next_mut(&self.arena).take();
                 self.len -= 1;
-                return Err(Some(e));
+                return Err(Some(gone(e, &mut self.arena)));
             }
         }
-        if slot.as_ref().is_some_and(reform) {
-            Self::reform_slot(slot, &mut self.len, key, &self.arena, f);
+        if slot.as_ref().is_some_and(|e| reform(e, &self.arena)) {
+            Self::reform_slot(slot, &mut self.len, key, &mut self.arena, f);
         }
-        slot.as_mut().ok_or(None)
+        match slot.as_mut() {
+            Some(e) => Ok(e.target_mut(&self.arena)),
+            None => Err(None),
+        }
     }
 
     /// Inserts `entry`, replacing and returning an entry with an equal key.
@@ -486,7 +529,7 @@ impl<L: Link> Dict<L> {
         let a = &self.arena;
         debug_assert!(entry.next(a).is_none(), "entry is linked elsewhere");
         debug_assert!(
-            self.get(entry.key(a)).is_none(),
+            self.get_link(entry.key(a)).is_none(),
             "insert_new of a present key"
         );
         self.step(REHASH_MOVES);
@@ -529,7 +572,11 @@ impl<L: Link> Dict<L> {
     /// the entry unlinked (`next == None`) and must return an entry with the same key; its
     /// link is then restored. Returns the new entry, or `None` (without calling `f`) when the
     /// key is absent. If `f` panics, the entry is gone and the dict stays consistent.
-    pub fn replace_with(&mut self, key: &[u8], f: impl FnOnce(L) -> L) -> Option<&mut L> {
+    pub fn replace_with(
+        &mut self,
+        key: &[u8],
+        f: impl FnOnce(L, &mut L::Arena) -> L,
+    ) -> Option<&mut L::Target> {
         self.step(REHASH_MOVES);
         let h = self.hash(key);
         let slot = Self::find_slot(
@@ -539,8 +586,8 @@ impl<L: Link> Dict<L> {
             key,
             &self.arena,
         )?;
-        Self::reform_slot(slot, &mut self.len, key, &self.arena, f);
-        slot.as_mut()
+        Self::reform_slot(slot, &mut self.len, key, &mut self.arena, f);
+        slot.as_mut().map(|e| e.target_mut(&self.arena))
     }
 
     /// Replaces the entry in `slot` (if any) by `f(entry)`, which gets it unlinked and must
@@ -551,15 +598,15 @@ impl<L: Link> Dict<L> {
         slot: &mut Option<L>,
         len: &mut usize,
         key: &[u8],
-        a: &L::Arena,
-        f: impl FnOnce(L) -> L,
+        a: &mut L::Arena,
+        f: impl FnOnce(L, &mut L::Arena) -> L,
     ) {
         let Some(mut old) = slot.take() else {
             return;
         };
         *slot = old.next_mut(a).take();
         *len -= 1;
-        let mut new = f(old);
+        let mut new = f(old, a);
         debug_assert!(new.key(a) == key, "reform changed the key");
         debug_assert!(new.next(a).is_none(), "reform returned a linked entry");
         *new.next_mut(a) = slot.take();
@@ -569,7 +616,7 @@ impl<L: Link> Dict<L> {
 
     /// Keeps only the entries for which `f` returns true. Visits every bucket: O(size + len).
     /// Does no rehash step and never resizes.
-    pub fn retain(&mut self, mut f: impl FnMut(&mut L) -> bool) {
+    pub fn retain(&mut self, mut f: impl FnMut(&mut L::Target) -> bool) {
         let mut removed = 0;
         let a = &mut self.arena;
         for head in self.tables.iter_mut().flatten() {
@@ -577,7 +624,7 @@ impl<L: Link> Dict<L> {
             loop {
                 let keep = match slot.as_mut() {
                     None => break,
-                    Some(e) => f(e),
+                    Some(e) => f(e.target_mut(a)),
                 };
                 if keep {
                     if let Some(e) = slot {

@@ -16,14 +16,14 @@ pub struct Iter<'a, L: Link> {
 }
 
 impl<'a, L: Link> Iterator for Iter<'a, L> {
-    type Item = &'a L;
+    type Item = &'a L::Target;
 
-    fn next(&mut self) -> Option<&'a L> {
+    fn next(&mut self) -> Option<&'a L::Target> {
         loop {
             if let Some(e) = self.node {
                 self.node = e.next(self.arena);
                 self.remaining -= 1;
-                return Some(e);
+                return Some(e.target(self.arena));
             }
             self.node = self.buckets.next()?.as_ref();
         }
@@ -61,7 +61,7 @@ impl<L: Link> Dict<L> {
     /// shrink can only repeat buckets, never skip them. During a rehash an entry is in its old
     /// bucket or in one of that bucket's expansions in the new table, and both are visited in
     /// the same call.
-    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&L)) -> u64 {
+    pub fn scan(&self, cursor: u64, mut f: impl FnMut(&L::Target)) -> u64 {
         let [t0, t1] = &self.tables;
         let a = &self.arena;
         let mut v = cursor;
@@ -91,7 +91,7 @@ impl<L: Link> Dict<L> {
 
     /// [`Dict::scan`] handing out the entries mutably (the snapshot marks what it wrote). The
     /// keys must not change.
-    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&mut L)) -> u64 {
+    pub fn scan_mut(&mut self, cursor: u64, mut f: impl FnMut(&mut L::Target)) -> u64 {
         let rehashing = self.is_rehashing();
         let (size0, size1) = (self.size0, self.size1);
         let [t0, t1] = &mut self.tables;
@@ -127,7 +127,7 @@ impl<L: Link> Dict<L> {
     /// at most `10 · count` buckets; after a run of more than `max(5, count)` empty buckets
     /// it jumps to another random one, so a sparse table still yields entries (an entry may
     /// then be visited twice).
-    pub fn sample(&self, r: u64, count: usize, mut f: impl FnMut(&L)) {
+    pub fn sample(&self, r: u64, count: usize, mut f: impl FnMut(&L::Target)) {
         if self.len == 0 || count == 0 {
             return;
         }
@@ -151,7 +151,7 @@ impl<L: Link> Dict<L> {
                 empty = 0;
             }
             for e in chain(head, &self.arena) {
-                f(e);
+                f(e.target(&self.arena));
                 seen += 1;
                 if seen == count {
                     return;
@@ -171,7 +171,12 @@ impl<L: Link> Dict<L> {
     /// load 0.1 that happens once in ~600 calls) it falls back to the first non-empty bucket
     /// after a random one, which favours entries that follow long runs of empty buckets. For cheap unfair sampling,
     /// [`Dict::scan`] from a random cursor visits one bucket.
-    pub fn random(&self, r: u64) -> Option<&L> {
+    pub fn random(&self, r: u64) -> Option<&L::Target> {
+        self.random_link(r).map(|e| e.target(&self.arena))
+    }
+
+    /// [`Dict::random`], as the link.
+    fn random_link(&self, r: u64) -> Option<&L> {
         if self.len == 0 {
             return None;
         }
@@ -238,18 +243,23 @@ fn chain<'a, L: Link>(head: Option<&'a L>, a: &'a L::Arena) -> impl Iterator<Ite
     std::iter::successors(head, move |e| e.next(a))
 }
 
-fn visit<L: Link>(table: &[Option<L>], idx: u64, a: &L::Arena, f: &mut impl FnMut(&L)) {
+fn visit<L: Link>(table: &[Option<L>], idx: u64, a: &L::Arena, f: &mut impl FnMut(&L::Target)) {
     // `get`: a migrated bucket of the old table is past its truncated end, i.e. empty.
     if let Some(head) = table.get(idx as usize) {
-        chain(head.as_ref(), a).for_each(f);
+        chain(head.as_ref(), a).for_each(|e| f(e.target(a)));
     }
 }
 
-fn visit_mut<L: Link>(table: &mut [Option<L>], idx: u64, a: &L::Arena, f: &mut impl FnMut(&mut L)) {
+fn visit_mut<L: Link>(
+    table: &mut [Option<L>],
+    idx: u64,
+    a: &L::Arena,
+    f: &mut impl FnMut(&mut L::Target),
+) {
     if let Some(head) = table.get_mut(idx as usize) {
         let mut cur = head.as_mut();
         while let Some(e) = cur {
-            f(e);
+            f(e.target_mut(a));
             cur = e.next_mut(a).as_mut();
         }
     }

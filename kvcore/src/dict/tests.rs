@@ -59,6 +59,13 @@ type Node = Box<TestNode>;
 
 impl Link for Box<TestNode> {
     type Arena = ();
+    type Target = Self;
+    fn target<'a>(&'a self, _: &'a ()) -> &'a Self {
+        self
+    }
+    fn target_mut<'a>(&'a mut self, _: &'a ()) -> &'a mut Self {
+        self
+    }
     fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         &self.key
     }
@@ -227,14 +234,14 @@ fn replace_with_keeps_position_and_len() {
     let before = order(&d);
     for i in 0..40 {
         let new = d
-            .replace_with(&k(i), |old| {
+            .replace_with(&k(i), |old, _| {
                 assert!(old.next.is_none());
                 node(old.key.clone(), old.value + 1000) // a new allocation
             })
             .expect("present");
         assert_eq!(new.value, i + 1000);
     }
-    assert!(d.replace_with(b"absent", |_| unreachable!()).is_none());
+    assert!(d.replace_with(b"absent", |_, _| unreachable!()).is_none());
     assert_eq!(order(&d), before);
     assert_eq!(d.len(), 40);
     for i in 0..40 {
@@ -364,7 +371,7 @@ fn moves_per_operation_are_bounded() {
     for i in 0..N {
         d.insert(node(k(i), i));
         assert_bounded(&d, "insert during shrink");
-        d.replace_with(&k(i), |e| e);
+        d.replace_with(&k(i), |e, _| e);
         assert_bounded(&d, "replace_with");
     }
     d.check();
@@ -609,7 +616,7 @@ proptest! {
                     removed(&mut scan, &key_of(i));
                 }
                 Op::ReplaceWith(i, v) => {
-                    let got = d.replace_with(&key_of(i), |e| node(e.key.clone(), v)).map(|e| e.value);
+                    let got = d.replace_with(&key_of(i), |e, _| node(e.key.clone(), v)).map(|e| e.value);
                     let want = m.get_mut(&key_of(i)).map(|e| { *e = v; v });
                     prop_assert_eq!(got, want);
                 }

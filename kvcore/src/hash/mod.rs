@@ -90,7 +90,8 @@ impl Clone for HashTable {
         let mut t = HashTable::default();
         for e in self.dict.iter() {
             let at = e.expire_at().unwrap_or(0);
-            t.dict.insert_new(Thin::new_field(e.key(), e.value(), at));
+            let n = Thin::new_field(t.dict.arena_mut(), e.key(), e.value(), at);
+            t.dict.insert_new(n);
         }
         t.ttl = self.ttl.clone();
         t
@@ -145,7 +146,7 @@ impl HashTable {
         }
         if !e.try_set_deadline(at) {
             self.dict
-                .replace_with(field, |old| old.reslotted(at, false));
+                .replace_with(field, |old, s| old.reslotted(s, at, false));
         }
         if at != 0 {
             self.ttl.insert((at, field.into()));
@@ -155,9 +156,10 @@ impl HashTable {
     fn remove(&mut self, field: &[u8]) -> bool {
         match self.dict.remove(field) {
             Some(e) => {
-                if let Some(at) = e.expire_at() {
+                if let Some(at) = e.get(self.dict.arena()).expire_at() {
                     self.ttl.remove(&(at, field.into()));
                 }
+                self.dict.release(e);
                 // As Redis does after each delete: buckets go back as the hash shrinks.
                 self.dict.maybe_shrink();
                 true
@@ -298,8 +300,10 @@ impl Hash {
                     let had_ttl = e.expire_at().is_some();
                     if placed.is_none() {
                         let at = e.expire_at().unwrap_or(0);
-                        t.dict
-                            .replace_with(field, |_| Thin::new_field(field, value, at));
+                        t.dict.replace_with(field, |old, s| {
+                            old.release(s);
+                            Thin::new_field(s, field, value, at)
+                        });
                     }
                     // Overwriting a field clears its deadline.
                     if had_ttl {
@@ -307,7 +311,8 @@ impl Hash {
                     }
                     return false;
                 }
-                t.dict.insert_new(Thin::new_field(field, value, 0));
+                let n = Thin::new_field(t.dict.arena_mut(), field, value, 0);
+                t.dict.insert_new(n);
                 true
             }
         }
@@ -354,7 +359,9 @@ impl Hash {
                 break;
             }
             if let Some((_, field)) = t.ttl.pop_first() {
-                t.dict.remove(&field);
+                if let Some(e) = t.dict.remove(&field) {
+                    t.dict.release(e);
+                }
                 n += 1;
             }
         }
@@ -485,8 +492,8 @@ impl Hash {
             let mut t = HashTable::default();
             let mut it = lp.iter();
             while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                t.dict
-                    .insert_new(Thin::new_field(&k.to_vec(), &v.to_vec(), 0));
+                let n = Thin::new_field(t.dict.arena_mut(), &k.to_vec(), &v.to_vec(), 0);
+                t.dict.insert_new(n);
             }
             *self = Hash::Table(Box::new(t));
         }

@@ -22,7 +22,7 @@ use crate::value::{Stored, Value};
 use node::ExpLink;
 pub(crate) use node::Thin;
 pub use node::{KeyNode, Packed, Plain, ACCESS_MAX, EMB_STR_MAX};
-use node::{NewValue, Node};
+use node::{NewValue, Node, Nodes};
 pub(crate) use snap::Snap;
 
 use crate::evict::AccessMode;
@@ -150,7 +150,7 @@ impl Keyspace {
     /// The node of `key` if it is live; deletes it if it is past its deadline. One chain walk,
     /// no rehash step.
     #[inline]
-    fn live(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
+    fn live(&mut self, key: &[u8], now: u64) -> Option<&mut KeyNode> {
         self.live_with(key, now, !self.no_touch, false, false)
     }
 
@@ -206,7 +206,7 @@ impl Keyspace {
     /// [`Keyspace::live`] for a caller about to change the node: a running snapshot that has
     /// not written it yet writes its old value first.
     #[inline]
-    fn live_w(&mut self, key: &[u8], now: u64) -> Option<&mut Node> {
+    fn live_w(&mut self, key: &[u8], now: u64) -> Option<&mut KeyNode> {
         self.live_with(key, now, !self.no_touch, true, false)
     }
 
@@ -220,7 +220,7 @@ impl Keyspace {
         touch: bool,
         write: bool,
         unembed: bool,
-    ) -> Option<&mut Node> {
+    ) -> Option<&mut KeyNode> {
         self.seen_now = now;
         let mut dead_at = now;
         if self.replica_view != ReplicaView::Own {
@@ -230,11 +230,24 @@ impl Keyspace {
                 return None;
             }
         }
+        let (snap, parity, expires) = (&mut self.snap, self.parity, &mut self.expires);
+        // An expired node goes: written by a running snapshot first, out of `expires` (while
+        // it can still be read), then freed.
+        let gone = |mut dead: Node, nodes: &mut Nodes| {
+            if let Some(s) = snap.as_deref_mut() {
+                s.save_old(parity, dead.get_mut(nodes));
+            }
+            if dead.get(nodes).deadline() != 0 {
+                expires.remove(key);
+            }
+            dead.release(nodes);
+        };
         let found = self.main.get_or_evict_reformed(
             key,
-            |n| n.expired(dead_at),
-            |n| unembed && n.holds_string(),
+            |n, s| n.expired(s, dead_at),
+            |n, s| unembed && n.holds_string(s),
             Node::unembedded,
+            gone,
         );
         match found {
             Ok(n) => {
@@ -256,13 +269,7 @@ impl Keyspace {
                 Some(n)
             }
             Err(None) => None,
-            Err(Some(mut dead)) => {
-                if let Some(s) = self.snap.as_deref_mut() {
-                    s.save_old(self.parity, &mut dead);
-                }
-                if dead.deadline() != 0 {
-                    self.expires.remove(key);
-                }
+            Err(Some(())) => {
                 self.expired_keys += 1;
                 if self.log_mask & LOG_EXPIRED != 0 {
                     self.log.push((LOG_EXPIRED, key.into()));
@@ -277,26 +284,38 @@ impl Keyspace {
         self.live(key, now).is_some()
     }
 
-    fn delete_node(&mut self, key: &[u8]) -> Option<Node> {
+    /// Takes `key`'s node out of both dicts (a running snapshot writes it first); the caller
+    /// frees it through the main dict.
+    fn unlink_node(&mut self, key: &[u8]) -> Option<Node> {
         let mut node = self.main.remove(key)?;
+        let nodes = self.main.arena();
         if let Some(s) = self.snap.as_deref_mut() {
-            s.save_old(self.parity, &mut node);
+            s.save_old(self.parity, node.get_mut(nodes));
         }
-        if node.deadline() != 0 {
+        if node.get(nodes).deadline() != 0 {
             self.expires.remove(key);
         }
         Some(node)
     }
 
+    /// Deletes `key`'s node; whether it was stored.
+    fn delete_node(&mut self, key: &[u8]) -> bool {
+        let Some(node) = self.unlink_node(key) else {
+            return false;
+        };
+        self.main.release(node);
+        true
+    }
+
     /// The live node of `key`.
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        self.live(key, now).map(|n| &**n)
+        self.live(key, now).map(|n| &*n)
     }
 
     /// The live node of `key` without recording an access (Redis's LOOKUP_NOTOUCH: TYPE,
     /// EXISTS, TTL, OBJECT).
     pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        self.live_with(key, now, false, false, false).map(|n| &**n)
+        self.live_with(key, now, false, false, false).map(|n| &*n)
     }
 
     /// Whether `key` is stored, live or past its deadline (Redis's `dbFind`).
@@ -311,7 +330,7 @@ impl Keyspace {
 
     /// The live node of `key`, read without collecting it when expired (for `&self` callers).
     pub fn peek(&self, key: &[u8], now: u64) -> Option<&KeyNode> {
-        self.main.get(key).map(|b| &**b).filter(|n| !n.expired(now))
+        self.main.get(key).filter(|n| !n.expired(now))
     }
 
     /// The live value of `key`, mutable. A string held in its node is moved into a [`Value`]
@@ -414,7 +433,7 @@ impl Keyspace {
                 self.sync_expire(key, old, new);
             }
         } else {
-            self.rebuild(key, old != 0, |n| n.remade(key, value, new));
+            self.rebuild(key, old != 0, |n, s| n.remade(s, key, value, new));
         }
         self.main.rehash_step(REHASH_MOVES);
     }
@@ -430,14 +449,16 @@ impl Keyspace {
             self.log.push((LOG_NEW, key.into()));
         }
         let access = self.access.initial(now);
+        let nodes = self.main.arena_mut();
         let mut node = match value {
-            NewValue::Bytes(s) => Node::with_bytes(key, s, at, access),
-            NewValue::Value(v) => Node::with_access(key, v, at, access),
+            NewValue::Bytes(s) => Node::with_bytes(nodes, key, s, at, access),
+            NewValue::Value(v) => Node::with_access(nodes, key, v, at, access),
         };
+        let n = node.get_mut(nodes);
         // Created after a running snapshot's moment: not part of it.
-        node.set_mark(self.parity);
-        // (The node stays where it is when its owning pointer moves into the dict.)
-        let link = (at != 0).then(|| ExpLink::of(&node));
+        n.set_mark(self.parity);
+        // (The node stays where it is when its handle moves into the dict.)
+        let link = (at != 0).then(|| ExpLink::of(n));
         self.main.insert_new(node);
         if let Some(link) = link {
             self.expires.insert_new(link);
@@ -447,13 +468,13 @@ impl Keyspace {
     /// Rebuilds the node of a present key without a deadline slot (so not in `expires`) with a
     /// slot holding `at` (its chain position kept), and lists it in `expires`.
     fn add_deadline_slot(&mut self, key: &[u8], at: u64) {
-        self.rebuild(key, false, |n| n.reslotted(at, true));
+        self.rebuild(key, false, |n, s| n.reslotted(s, at, true));
     }
 
     /// Rebuilds the node of a present key in a new block (`f`), keeping its chain position,
     /// and `expires` listing it exactly when it has a deadline: the old block, `listed` there,
     /// leaves before it is freed; the new one comes in after.
-    fn rebuild(&mut self, key: &[u8], listed: bool, f: impl FnOnce(Node) -> Node) {
+    fn rebuild(&mut self, key: &[u8], listed: bool, f: impl FnOnce(Node, &mut Nodes) -> Node) {
         if listed {
             self.expires.remove(key);
         }
@@ -498,7 +519,8 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return None;
         }
-        self.delete_node(key).map(|n| n.into_parts().0)
+        let n = self.unlink_node(key)?;
+        Some(n.into_parts(self.main.arena_mut()).0)
     }
 
     /// Removes `key` with its deadline; returns `(value, deadline)` if it was live.
@@ -506,11 +528,10 @@ impl Keyspace {
         if !self.check_live(key, now) {
             return None;
         }
-        self.delete_node(key).map(|n| {
-            let (value, at) = n.into_parts();
-            let ttl = if at != 0 { Ttl::At(at) } else { Ttl::Clear };
-            (value, ttl)
-        })
+        let n = self.unlink_node(key)?;
+        let (value, at) = n.into_parts(self.main.arena_mut());
+        let ttl = if at != 0 { Ttl::At(at) } else { Ttl::Clear };
+        Some((value, ttl))
     }
 
     /// Sets the access field (LRU clock or LFU counter) of `key`, if stored.
@@ -523,7 +544,7 @@ impl Keyspace {
     /// Removes `key` whether or not it is past its deadline (Redis's `dbDelete` without a
     /// lookup first: the *STORE commands clearing their destination); whether it was stored.
     pub fn delete_stored(&mut self, key: &[u8]) -> bool {
-        self.delete_node(key).is_some()
+        self.delete_node(key)
     }
 
     /// The deadline of a live key: `Some(None)` when it has none, `None` when missing.
@@ -557,7 +578,7 @@ impl Keyspace {
 
     /// Iterates over every node, expired ones included.
     pub fn iter(&self) -> impl Iterator<Item = &KeyNode> {
-        self.main.iter().map(|b| &**b)
+        self.main.iter()
     }
 
     /// Offers up to `n` stored nodes, found from the randomness `r`, to `f`: any key, or
@@ -590,7 +611,7 @@ impl Keyspace {
 
     /// The node of `key`, live or past its deadline.
     pub fn peek_stored(&self, key: &[u8]) -> Option<&KeyNode> {
-        self.main.get(key).map(|n| &**n)
+        self.main.get(key)
     }
 
     /// Whether `key` is stored with a deadline.
@@ -952,7 +973,7 @@ mod tests {
                 );
                 // The expiry index's entries are the main nodes with a deadline, each once.
                 let mut listed: Vec<Vec<u8>> = ks.expires.iter().map(|e| {
-                    let main = ks.main.get(e.key()).map(|n| &**n as *const KeyNode);
+                    let main = ks.main.get(e.key()).map(|n| n as *const KeyNode);
                     assert_eq!(main, Some(e.node() as *const KeyNode), "a stale expiry entry");
                     e.key().to_vec()
                 }).collect();

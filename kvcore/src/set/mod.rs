@@ -76,7 +76,8 @@ impl Clone for SetTable {
     fn clone(&self) -> Self {
         let mut t = SetTable::default();
         for m in self.dict.iter() {
-            t.dict.insert_new(Thin::new(m.key(), (), 0));
+            let n = Thin::new(t.dict.arena_mut(), m.key(), (), 0);
+            t.dict.insert_new(n);
         }
         t
     }
@@ -238,7 +239,8 @@ impl Set {
                 if t.dict.get(m).is_some() {
                     return false;
                 }
-                t.dict.insert_new(Thin::new(m, (), 0));
+                let n = Thin::new(t.dict.arena_mut(), m, (), 0);
+                t.dict.insert_new(n);
                 true
             }
             Set::Small(lp) => {
@@ -293,7 +295,7 @@ impl Set {
     pub fn remove(&mut self, m: &[u8]) -> bool {
         match self {
             Set::Table(t) => {
-                let gone = t.dict.remove(m).is_some();
+                let gone = t.dict.remove(m).map(|e| t.dict.release(e)).is_some();
                 // As Redis does after each delete: a set popped down from millions of members
                 // gives its buckets back, progressively, and random draws stay cheap.
                 t.dict.maybe_shrink();
@@ -399,7 +401,10 @@ impl Set {
 
     fn convert_to_table(&mut self) {
         let mut t = SetTable::default();
-        self.for_each(|m| t.dict.insert_new(Thin::new(m, (), 0)));
+        self.for_each(|m| {
+            let n = Thin::new(t.dict.arena_mut(), m, (), 0);
+            t.dict.insert_new(n);
+        });
         *self = Set::Table(Box::new(t));
     }
 

@@ -13,9 +13,10 @@
 //!
 //! # How
 //!
-//! - Blocks up to [`SMALL_MAX`] bytes are rounded up to a multiple of [`GRAIN`]; each such
-//!   size is a *class*. A *chunk* is one allocation from the global allocator, cut into equal
-//!   slots of one class. Blocks above [`SMALL_MAX`] get a chunk of their own (one slot).
+//! - A block's size is rounded up to its *class*: a multiple of [`GRAIN`] up to [`FINE_MAX`],
+//!   then one of 16 steps per power of two (at most 1/16 more) up to [`SHARED_MAX`]. A *chunk*
+//!   is one allocation from the global allocator, cut into equal slots of one class. Blocks
+//!   above [`SHARED_MAX`] get a chunk of their own (one slot).
 //! - A handle is the chunk's number (20 bits, never 0) and the slot's (12 bits). Reading it is
 //!   an index into a table of `(base, slot size)` pairs and a multiply: [`Slab::ptr`].
 //! - Each class keeps a list of its chunks that have a free slot. A slot is taken from the
@@ -24,40 +25,88 @@
 //!   last block is freed goes back to the global allocator, unless it is the class's only
 //!   chunk with room (one empty chunk stays, so a key set and deleted in a loop does not
 //!   allocate a chunk each time).
-//! - A class's first chunks hold about [`CHUNK_BYTES`]; as a class grows its chunks grow to 16
-//!   times that, so a slab addresses up to about 256 GiB (2^20 chunks) while a class with few
-//!   blocks holds at most one small chunk of room.
+//! - A class's first chunk holds about [`CHUNK_BYTES`], each next one twice as much up to 256
+//!   times that (256 KiB): a table of a few hundred entries holds little room, and the 2^20
+//!   chunk numbers address about 256 GiB of small blocks.
 //! - Blocks are aligned to 4 bytes; to 8 when their size is a multiple of 8 (chunks start
 //!   8-aligned and every slot of such a class is a multiple of 8 from there).
 //!
-//! Single-threaded, like the dict that owns it. [`Slab::slack`] is the room inside chunks that
-//! no block uses: the global allocator counts it as allocated, so a memory limit must not.
+//! Single-threaded, like the dict that owns it. [`Slab::slack`] is the room inside its chunks
+//! that no block uses, and [`slack`] that of every slab in the process: the global allocator
+//! counts it as allocated, but deleting keys makes it, so a memory limit that evicts keys must
+//! not count it (a host subtracts [`slack`] from what its allocator reports).
 
 use std::alloc::{self, Layout};
+use std::cell::Cell;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 #[cfg(test)]
 mod tests;
 
 /// Step between the block sizes of two classes, and the alignment of every block.
 pub const GRAIN: usize = 4;
+/// Largest block of a class that is a multiple of [`GRAIN`].
+pub const FINE_MAX: usize = 1024;
 /// Largest block that shares a chunk with others.
-pub const SMALL_MAX: usize = 2048;
-/// About the bytes of a class's first chunks.
-pub const CHUNK_BYTES: usize = 16 << 10;
+pub const SHARED_MAX: usize = 64 << 10;
+/// About the bytes of a class's first chunk.
+pub const CHUNK_BYTES: usize = 1 << 10;
+/// Doublings of the chunk size as a class grows.
+const CHUNK_GROWTH: u32 = 8;
+/// Classes per power of two above [`FINE_MAX`].
+const STEPS: usize = 16;
 /// Bits of a handle that number the slot in its chunk.
 const SLOT_BITS: u32 = 12;
 /// Most slots in one chunk.
 const MAX_SLOTS: usize = 1 << SLOT_BITS;
 /// Chunk numbers a handle can hold (0 is never used, so no handle is 0).
 const MAX_CHUNKS: usize = 1 << (u32::BITS - SLOT_BITS);
-/// Classes: block sizes GRAIN, 2 GRAIN, ... SMALL_MAX.
-const CLASSES: usize = SMALL_MAX / GRAIN;
+/// Classes: block sizes GRAIN, 2 GRAIN, ... FINE_MAX, then STEPS per doubling to SHARED_MAX.
+const CLASSES: usize =
+    FINE_MAX / GRAIN + STEPS * (SHARED_MAX.trailing_zeros() - FINE_MAX.trailing_zeros()) as usize;
 /// `Chunk::class` of a block with a chunk of its own.
 const LARGE: u16 = u16::MAX;
 /// Alignment of every chunk.
 const CHUNK_ALIGN: usize = 8;
+
+/// Counters of [`slack`]: each thread adds to its own (threads take them round-robin).
+const SLACK_SLOTS: usize = 64;
+
+#[repr(align(128))]
+struct SlackSlot(AtomicIsize);
+
+static SLACK: [SlackSlot; SLACK_SLOTS] = [const { SlackSlot(AtomicIsize::new(0)) }; SLACK_SLOTS];
+static SLACK_NEXT: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static MY_SLACK: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Adds `delta` to the calling thread's slack counter.
+#[inline]
+fn add_slack(delta: isize) {
+    let i = MY_SLACK
+        .try_with(|s| {
+            if s.get() == usize::MAX {
+                s.set(SLACK_NEXT.fetch_add(1, Ordering::Relaxed) % SLACK_SLOTS);
+            }
+            s.get()
+        })
+        .unwrap_or(0);
+    SLACK[i].0.fetch_add(delta, Ordering::Relaxed);
+}
+
+/// Bytes inside the chunks of every slab in the process that no block uses.
+pub fn slack() -> usize {
+    let used = SLACK_NEXT.load(Ordering::Relaxed).min(SLACK_SLOTS);
+    SLACK[..used.max(1)]
+        .iter()
+        .map(|s| s.0.load(Ordering::Relaxed))
+        .sum::<isize>()
+        .max(0) as usize
+}
 
 /// A block of a [`Slab`]: its chunk's number and its slot's. Only meaningful to the slab that
 /// made it, and only until that slab frees it.
@@ -157,18 +206,32 @@ impl Default for Slab {
 impl std::fmt::Debug for Slab {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Slab")
-            .field("chunks", &(self.spans.len() - 1 - self.vacant.len()))
+            .field(
+                "chunks",
+                &self.spans.len().saturating_sub(1 + self.vacant.len()),
+            )
             .field("chunk_bytes", &self.chunk_bytes)
             .field("used_bytes", &self.used_bytes)
             .finish()
     }
 }
 
-/// The class of a block of `size` bytes (`size <= SMALL_MAX`) and its rounded size.
+/// The class of a block of `size` bytes (`size <= SHARED_MAX`) and its rounded size.
 #[inline]
 fn class_of(size: usize) -> (usize, usize) {
-    let rounded = size.max(1).next_multiple_of(GRAIN);
-    (rounded / GRAIN - 1, rounded)
+    if size <= FINE_MAX {
+        let rounded = size.max(1).next_multiple_of(GRAIN);
+        return (rounded / GRAIN - 1, rounded);
+    }
+    // size in (2^k, 2^(k+1)]: STEPS classes of 2^k / STEPS bytes.
+    let k = (size - 1).ilog2();
+    let step = (1usize << k) / STEPS;
+    let rounded = size.next_multiple_of(step);
+    let within = (rounded - (1 << k)) / step - 1;
+    let doublings = (k - FINE_MAX.trailing_zeros()) as usize;
+    let class = FINE_MAX / GRAIN + doublings * STEPS + within;
+    debug_assert!(class < CLASSES);
+    (class, rounded)
 }
 
 /// The allocation of a chunk of `slots` slots of `size` bytes.
@@ -184,16 +247,12 @@ fn chunk_layout(size: usize, slots: usize) -> Layout {
 
 impl Slab {
     /// An empty slab. Allocates nothing until the first block.
-    pub fn new() -> Self {
+    pub const fn new() -> Self {
         Slab {
-            // Chunk number 0 is never used: no handle is 0.
-            spans: vec![Span {
-                base: std::ptr::null_mut(),
-                size: 0,
-            }],
-            chunks: vec![Chunk::default()],
-            room: vec![0; CLASSES],
-            counts: vec![0; CLASSES],
+            spans: Vec::new(),
+            chunks: Vec::new(),
+            room: Vec::new(),
+            counts: Vec::new(),
             vacant: Vec::new(),
             chunk_bytes: 0,
             used_bytes: 0,
@@ -217,7 +276,7 @@ impl Slab {
 
     /// The bytes a block of `size` takes: `size` rounded up to its class.
     pub fn block_size(size: usize) -> usize {
-        if size > SMALL_MAX {
+        if size > SHARED_MAX {
             size
         } else {
             class_of(size).1
@@ -225,13 +284,18 @@ impl Slab {
     }
 
     /// A new block of at least `size` bytes (its contents unspecified), aligned to [`GRAIN`],
-    /// and to 8 when `size` is a multiple of 8. `None` when every chunk number is taken (the
-    /// slab then holds at least 16 GiB).
+    /// and to 8 when `size` is a multiple of 8 or above [`FINE_MAX`]. `None` when every chunk
+    /// number is taken (the slab then holds tens of GiB).
     pub fn alloc(&mut self, size: usize) -> Option<(Handle, NonNull<u8>)> {
-        if size > SMALL_MAX {
+        if size > SHARED_MAX {
             return self.alloc_large(size);
         }
         let (class, rounded) = class_of(size);
+        if class >= self.room.len() {
+            // Per-class lists as far as the classes in use (a small table uses a few).
+            self.room.resize(class + 1, 0);
+            self.counts.resize(class + 1, 0);
+        }
         let mut c = self.room[class] as usize;
         if c == 0 {
             c = self.new_chunk(class, rounded)?;
@@ -256,6 +320,7 @@ impl Slab {
         };
         chunk.used += 1;
         self.used_bytes += rounded;
+        add_slack(-(rounded as isize));
         if chunk.used == chunk.slots {
             self.unlist(class, c);
         }
@@ -274,6 +339,7 @@ impl Slab {
             "free of a handle this slab does not hold"
         );
         self.used_bytes -= span.size;
+        add_slack(span.size as isize);
         if chunk.class == LARGE {
             self.release(c);
             return;
@@ -310,11 +376,14 @@ impl Slab {
     /// The first byte of block `h`, which must be live in this slab.
     #[inline]
     pub fn ptr(&self, h: Handle) -> NonNull<u8> {
-        let span = self.spans[h.chunk()];
-        debug_assert!(!span.base.is_null());
-        // SAFETY: a live handle's chunk is allocated and its slot is inside it, so the offset
+        debug_assert!(h.chunk() < self.spans.len() && !self.spans[h.chunk()].base.is_null());
+        // SAFETY: a live handle's chunk number is in the table (chunk numbers are never
+        // removed from it), its chunk is allocated and its slot is inside it, so the offset
         // stays inside that allocation; a chunk's base is never null.
-        unsafe { NonNull::new_unchecked(span.base.add(h.slot() * span.size)) }
+        unsafe {
+            let span = *self.spans.get_unchecked(h.chunk());
+            NonNull::new_unchecked(span.base.add(h.slot() * span.size))
+        }
     }
 
     /// Bytes of block `h` (its class's size, or its own for a large block).
@@ -327,6 +396,14 @@ impl Slab {
     fn number(&mut self) -> Option<usize> {
         if let Some(c) = self.vacant.pop() {
             return Some(c as usize);
+        }
+        if self.spans.is_empty() {
+            // Chunk number 0 is never used: no handle is 0.
+            self.spans.push(Span {
+                base: std::ptr::null_mut(),
+                size: 0,
+            });
+            self.chunks.push(Chunk::default());
         }
         let c = self.spans.len();
         if c >= MAX_CHUNKS {
@@ -350,12 +427,13 @@ impl Slab {
         self.spans[c] = Span { base, size };
         self.chunks[c] = chunk;
         self.chunk_bytes += layout.size();
+        add_slack(layout.size() as isize);
     }
 
     /// A new chunk of `class` (blocks of `size`), listed as having room.
     fn new_chunk(&mut self, class: usize, size: usize) -> Option<usize> {
         let c = self.number()?;
-        let grow = (self.counts[class] / 8).min(4);
+        let grow = self.counts[class].min(CHUNK_GROWTH);
         let slots = ((CHUNK_BYTES << grow) / size).clamp(1, MAX_SLOTS);
         let chunk = Chunk {
             class: class as u16,
@@ -368,7 +446,7 @@ impl Slab {
         Some(c)
     }
 
-    /// A block of `size > SMALL_MAX` bytes in a chunk of its own.
+    /// A block of `size > SHARED_MAX` bytes in a chunk of its own.
     fn alloc_large(&mut self, size: usize) -> Option<(Handle, NonNull<u8>)> {
         let c = self.number()?;
         let chunk = Chunk {
@@ -380,6 +458,7 @@ impl Slab {
         };
         self.place(c, chunk_layout(size, 1), size, chunk);
         self.used_bytes += size;
+        add_slack(-(size as isize));
         let h = Handle::of(c, 0);
         Some((h, self.ptr(h)))
     }
@@ -392,6 +471,7 @@ impl Slab {
         // SAFETY: the chunk was allocated in `place` with this layout and nothing uses it.
         unsafe { alloc::dealloc(span.base, layout) };
         self.chunk_bytes -= layout.size();
+        add_slack(-(layout.size() as isize));
         self.spans[c] = Span {
             base: std::ptr::null_mut(),
             size: 0,
@@ -433,6 +513,8 @@ impl Slab {
 
 impl Drop for Slab {
     fn drop(&mut self) {
+        // Blocks still in use go with their chunks: their bytes were never slack.
+        add_slack(self.used_bytes as isize);
         for c in 1..self.spans.len() {
             if !self.spans[c].base.is_null() {
                 self.release(c);
@@ -451,6 +533,7 @@ impl Slab {
         let mut used_bytes = 0;
         let mut blocks = 0;
         let mut empty = vec![0; CLASSES];
+        assert!(self.room.len() <= CLASSES && self.room.len() == self.counts.len());
         for c in 1..self.spans.len() {
             let (span, chunk) = (self.spans[c], self.chunks[c]);
             if span.base.is_null() {

@@ -6,10 +6,18 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// The offsets of a block of `size` bytes that the tests write: all of a small one; the
+/// ends and every 61st byte of a large one.
+fn offsets(size: usize) -> impl Iterator<Item = usize> {
+    let head = size.min(256);
+    let tail = size.saturating_sub(256).max(head);
+    (0..head).chain((head..tail).step_by(61)).chain(tail..size)
+}
+
 /// Fills block `h` of `size` bytes with a pattern that depends on `seed`.
 fn fill(s: &Slab, h: Handle, size: usize, seed: u8) {
     let p = s.ptr(h).as_ptr();
-    for i in 0..size {
+    for i in offsets(size) {
         // SAFETY: the block is live and at least `size` bytes.
         unsafe { p.add(i).write(seed.wrapping_add(i as u8)) };
     }
@@ -19,25 +27,45 @@ fn fill(s: &Slab, h: Handle, size: usize, seed: u8) {
 fn holds(s: &Slab, h: Handle, size: usize, seed: u8) -> bool {
     let p = s.ptr(h).as_ptr();
     // SAFETY: as in `fill`.
-    (0..size).all(|i| unsafe { p.add(i).read() } == seed.wrapping_add(i as u8))
+    offsets(size).all(|i| unsafe { p.add(i).read() } == seed.wrapping_add(i as u8))
 }
 
 #[test]
-fn classes_round_to_the_grain_and_align_by_size() {
+fn classes_round_to_the_grain_then_by_sixteenths() {
+    let mut last = class_of(1);
+    assert_eq!(last, (0, GRAIN));
+    for size in 2..=SHARED_MAX {
+        let (class, rounded) = class_of(size);
+        assert!(
+            rounded >= size && rounded - size < (size / 16).max(GRAIN),
+            "{size}"
+        );
+        assert!(class < CLASSES && class >= last.0, "{size}");
+        // One class per rounded size.
+        assert_eq!(class == last.0, rounded == last.1, "{size}");
+        last = (class, rounded);
+    }
+    assert_eq!(last.0, CLASSES - 1);
     let mut s = Slab::new();
-    for size in [1, 3, 4, 5, 12, 88, 90, 92, 96, 2047, 2048] {
+    let sizes = [
+        1, 3, 4, 5, 12, 88, 90, 92, 96, 1024, 1025, 2049, 4200, 65536,
+    ];
+    for size in sizes {
         let (h, p) = s.alloc(size).unwrap();
-        assert_eq!(s.size(h), size.next_multiple_of(GRAIN));
         assert_eq!(Slab::block_size(size), s.size(h));
         assert_eq!(p, s.ptr(h));
         assert_eq!(p.as_ptr() as usize % GRAIN, 0);
-        if size % 8 == 0 {
+        if size % 8 == 0 || size > FINE_MAX {
             assert_eq!(p.as_ptr() as usize % 8, 0, "size {size}");
         }
     }
-    let (h, _) = s.alloc(5000).unwrap();
-    assert_eq!(s.size(h), 5000);
-    assert_eq!(s.check(), 12);
+    assert_eq!(
+        sizes.map(Slab::block_size)[9..],
+        [1024, 1088, 2176, 4352, 65536]
+    );
+    let (h, _) = s.alloc(65537).unwrap();
+    assert_eq!(s.size(h), 65537);
+    assert_eq!(s.check(), sizes.len() + 1);
 }
 
 #[test]
@@ -70,7 +98,11 @@ fn emptied_chunks_go_back_but_one_stays_per_class() {
     }
     assert_eq!(s.check(), 0);
     assert_eq!(s.used_bytes(), 0);
-    assert!(s.chunk_bytes() <= CHUNK_BYTES << 4, "{}", s.chunk_bytes());
+    assert!(
+        s.chunk_bytes() <= CHUNK_BYTES << CHUNK_GROWTH,
+        "{}",
+        s.chunk_bytes()
+    );
     // Set and delete in a loop: no chunk allocated each time.
     let kept = s.chunk_bytes();
     for _ in 0..100 {
@@ -78,8 +110,8 @@ fn emptied_chunks_go_back_but_one_stays_per_class() {
         s.free(h);
         assert_eq!(s.chunk_bytes(), kept);
     }
-    let (h, _) = s.alloc(3000).unwrap();
-    assert_eq!(s.chunk_bytes(), kept + 3000);
+    let (h, _) = s.alloc(70_000).unwrap();
+    assert_eq!(s.chunk_bytes(), kept + 70_000);
     s.free(h);
     assert_eq!(s.chunk_bytes(), kept);
 }
@@ -89,11 +121,17 @@ fn chunks_grow_with_their_class() {
     let mut s = Slab::new();
     let hs: Vec<Handle> = (0..200_000).map(|_| s.alloc(100).unwrap().0).collect();
     let chunks: std::collections::HashSet<usize> = hs.iter().map(|h| h.chunk()).collect();
-    // 20 MB in chunks of up to 256 KiB: well under what 16 KiB chunks would take.
-    assert!(chunks.len() < 200, "{} chunks", chunks.len());
+    // 20 MB in chunks of up to 256 KiB, after 8 smaller ones.
+    assert!(chunks.len() < 100, "{} chunks", chunks.len());
     assert_eq!(s.check(), 200_000);
     let slack = s.slack();
-    assert!(slack < CHUNK_BYTES << 4, "{slack}");
+    assert!(slack < CHUNK_BYTES << CHUNK_GROWTH, "{slack}");
+    // A handful of blocks take one small chunk.
+    let mut t = Slab::new();
+    for _ in 0..5 {
+        t.alloc(100).unwrap();
+    }
+    assert_eq!(t.chunk_bytes(), CHUNK_BYTES / 100 * 100);
 }
 
 #[test]
@@ -113,7 +151,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        3 => prop_oneof![1usize..130, 1usize..2100, 2040usize..2200].prop_map(Op::Alloc),
+        3 => prop_oneof![1usize..130, 1usize..5000, 65_000usize..66_000].prop_map(Op::Alloc),
         2 => any::<usize>().prop_map(Op::Free),
     ]
 }

@@ -26,6 +26,13 @@ type Node = Box<TestNode>;
 
 impl Link for Box<TestNode> {
     type Arena = ();
+    type Target = Self;
+    fn target<'a>(&'a self, _: &'a ()) -> &'a Self {
+        self
+    }
+    fn target_mut<'a>(&'a mut self, _: &'a ()) -> &'a mut Self {
+        self
+    }
     fn key<'a>(&'a self, _: &()) -> &'a [u8] {
         &self.key
     }
@@ -220,7 +227,7 @@ pub fn check_ops(data: &[u8]) {
             8 => {
                 let (i, v) = (input.u16(), u64::from(input.byte()));
                 let got = d
-                    .replace_with(&key_of(i), |e| {
+                    .replace_with(&key_of(i), |e, _| {
                         assert!(e.next.is_none(), "replace_with got a linked entry");
                         node(e.key.clone(), v)
                     })
