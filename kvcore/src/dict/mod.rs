@@ -393,7 +393,7 @@ impl<L: Link> Dict<L> {
 
     /// The entry with this key, as its link.
     #[inline]
-    fn get_link(&self, key: &[u8]) -> Option<&L> {
+    pub(crate) fn get_link(&self, key: &[u8]) -> Option<&L> {
         let h = self.hash(key) as usize;
         let i0 = h & self.size0.wrapping_sub(1);
         let [t0, t1] = &self.tables;

@@ -350,11 +350,14 @@ impl Keyspace {
                 .and_then(|n| n.obj_mut());
         }
         self.expires.remove(key);
-        let link = self
-            .live_with(key, now, touch, true, true)
-            .map(|n| ExpLink::of(n));
-        // (Expired and deleted when there is no link.)
-        self.expires.insert_new(link?);
+        let live = self.live_with(key, now, touch, true, true).is_some();
+        // Back in `expires` while stored (a replica hides an expired key but keeps it).
+        if let Some(link) = self.exp_link(key) {
+            self.expires.insert_new(link);
+        }
+        if !live {
+            return None;
+        }
         self.main.get_mut(key).and_then(|n| n.obj_mut())
     }
 
@@ -454,11 +457,10 @@ impl Keyspace {
             NewValue::Bytes(s) => Node::with_bytes(nodes, key, s, at, access),
             NewValue::Value(v) => Node::with_access(nodes, key, v, at, access),
         };
-        let n = node.get_mut(nodes);
         // Created after a running snapshot's moment: not part of it.
-        n.set_mark(self.parity);
+        node.get_mut(nodes).set_mark(self.parity);
         // (The node stays where it is when its handle moves into the dict.)
-        let link = (at != 0).then(|| ExpLink::of(n));
+        let link = (at != 0).then(|| ExpLink::of(&node, nodes));
         self.main.insert_new(node);
         if let Some(link) = link {
             self.expires.insert_new(link);
@@ -478,10 +480,22 @@ impl Keyspace {
         if listed {
             self.expires.remove(key);
         }
-        let n = self.main.replace_with(key, f);
-        if let Some(n) = n.filter(|n| n.deadline() != 0) {
-            self.expires.insert_new(ExpLink::of(n));
+        let mut link = None;
+        self.main.replace_with(key, |n, s| {
+            let new = f(n, s);
+            link = (new.get(s).deadline() != 0).then(|| ExpLink::of(&new, s));
+            new
+        });
+        if let Some(link) = link {
+            self.expires.insert_new(link);
         }
+    }
+
+    /// The expiry index's entry for `key`'s node, if it is stored with a deadline.
+    fn exp_link(&self, key: &[u8]) -> Option<ExpLink> {
+        let n = self.main.get_link(key)?;
+        let nodes = self.main.arena();
+        (n.get(nodes).deadline() != 0).then(|| ExpLink::of(n, nodes))
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
@@ -506,8 +520,8 @@ impl Keyspace {
                 self.expires.remove(key);
             }
             (false, true) => {
-                if let Some(n) = self.main.get(key) {
-                    self.expires.insert_new(ExpLink::of(n));
+                if let Some(link) = self.exp_link(key) {
+                    self.expires.insert_new(link);
                 }
             }
             (true, true) => {}
@@ -773,6 +787,20 @@ mod tests {
         assert_eq!(run.expired, 1000);
         assert_eq!(ks.len(), 1);
         assert_eq!(ks.expires_len(), 0);
+    }
+
+    #[test]
+    fn a_replica_keeps_a_hidden_expired_key_in_the_expiry_index() {
+        // `get_mut` takes a string held in its node out of `expires` to rebuild it; a replica
+        // that hides the expired key (its master deletes it) must put the entry back.
+        let mut ks = Keyspace::new();
+        ks.set_str(b"k", b"held in the node", Ttl::At(100), 0);
+        ks.replica_view = ReplicaView::Hide;
+        assert!(ks.get_mut(b"k", 200).is_none());
+        assert_eq!((ks.len(), ks.expires_len()), (1, 1));
+        ks.replica_view = ReplicaView::Own;
+        assert_eq!(ks.active_expire(200, || true).expired, 1);
+        assert_eq!((ks.len(), ks.expires_len()), (0, 0));
     }
 
     #[test]

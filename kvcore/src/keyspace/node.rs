@@ -497,10 +497,12 @@ unsafe fn fat<T>(base: *mut u8) -> *mut Packed<T> {
 }
 
 impl<T> Thin<T> {
-    /// The block's first byte.
+    /// The block's first byte. `s` must be the slab the node lives in (the dict's arena).
     #[inline]
     fn base(&self, s: &Slab) -> *mut u8 {
-        s.ptr(self.0).as_ptr()
+        // SAFETY: a `Thin` names a live block of its slab, which its callers pass (the
+        // invariant of `Thin`: only the dict that holds it, or its caller, lends the slab).
+        unsafe { s.ptr(self.0) }.as_ptr()
     }
 
     /// The node.
@@ -662,7 +664,8 @@ impl<T> Thin<T> {
             Some(v) => unsafe { ptr::read(v) },
             None => embedded(n),
         };
-        s.free(self.0);
+        // SAFETY: the block is live in `s`, and `self` (its only handle) is consumed here.
+        unsafe { s.free(self.0) };
         (value, deadline)
     }
 
@@ -673,7 +676,8 @@ impl<T> Thin<T> {
             // block is freed next and never read again.
             unsafe { ptr::drop_in_place(v) };
         }
-        s.free(self.0);
+        // SAFETY: as in `take_payload`.
+        unsafe { s.free(self.0) };
     }
 
     /// The same node (key, form, value, access field, snapshot mark) with a deadline slot
@@ -702,7 +706,8 @@ impl<T> Thin<T> {
         // the same, aligned offset: a bitwise move. The old block is then freed without
         // dropping the payload it moved.
         unsafe { ptr::copy_nonoverlapping(old.add(HEAD + k), t.add(k), body) };
-        s.free(self.0);
+        // SAFETY: as in `take_payload`.
+        unsafe { s.free(self.0) };
         n
     }
 }
@@ -808,7 +813,8 @@ impl Thin<Value> {
         let key: *const [u8] = n.key();
         // SAFETY: as in `reslotted`: the old block is live and in place until freed below.
         let mut u = Self::build(s, unsafe { &*key }, v, at, access, true);
-        s.free(self.0);
+        // SAFETY: as in `take_payload`.
+        unsafe { s.free(self.0) };
         u.get_mut(s).set_mark(mark);
         u
     }
@@ -915,13 +921,16 @@ pub(crate) struct ExpLink(NonNull<u8>);
 unsafe impl Send for ExpLink {}
 
 impl ExpLink {
-    /// The entry of `node`, which must have the link word (a main-dict node with a slot).
-    pub(crate) fn of(node: &KeyNode) -> ExpLink {
+    /// The entry of `node`, a node of `s` that must have the link word (a main-dict node with
+    /// a slot). The pointer is the slab's own (not one taken from a reference), so the index may
+    /// write the link word through it and read the node after the node's owner wrote it.
+    pub(crate) fn of(node: &Node, s: &Slab) -> ExpLink {
         debug_assert!(
-            node.meta & XLINK_BIT != 0,
+            node.meta(s) & XLINK_BIT != 0,
             "expiry index entry of a node without a link"
         );
-        ExpLink(NonNull::from(node).cast::<u8>())
+        // SAFETY: a `Thin` names a live block of its slab (the invariant of `Thin`).
+        ExpLink(unsafe { s.ptr(node.0) })
     }
 
     /// The node's key.

@@ -277,7 +277,7 @@ impl Slab {
     /// The bytes a block of `size` takes: `size` rounded up to its class.
     pub fn block_size(size: usize) -> usize {
         if size > SHARED_MAX {
-            size
+            size.next_multiple_of(GRAIN)
         } else {
             class_of(size).1
         }
@@ -325,17 +325,24 @@ impl Slab {
             self.unlist(class, c);
         }
         let h = Handle::of(c, slot);
-        Some((h, self.ptr(h)))
+        // SAFETY: `h` was just handed out: a live block of this slab.
+        Some((h, unsafe { self.ptr(h) }))
     }
 
-    /// Frees the block `h`. It must be a live block of this slab; its contents are not
-    /// dropped (the caller has done that).
-    pub fn free(&mut self, h: Handle) {
+    /// Frees the block `h`; its contents are not dropped (the caller has done that).
+    ///
+    /// # Safety
+    /// `h` must be a live block of this slab, and nothing may use it afterwards (a second
+    /// free would hand the block out twice). A handle of a vacant chunk, or of a slot never
+    /// handed out, is caught.
+    pub unsafe fn free(&mut self, h: Handle) {
         let c = h.chunk();
-        let span = self.spans[c];
-        let chunk = self.chunks[c];
+        let (span, chunk) = match (self.spans.get(c), self.chunks.get(c)) {
+            (Some(s), Some(ch)) => (*s, *ch),
+            _ => panic!("free of a handle this slab does not hold"),
+        };
         assert!(
-            !span.base.is_null() && h.slot() < usize::from(chunk.slots),
+            !span.base.is_null() && h.slot() < usize::from(chunk.bump) && chunk.used > 0,
             "free of a handle this slab does not hold"
         );
         self.used_bytes -= span.size;
@@ -373,13 +380,16 @@ impl Slab {
         }
     }
 
-    /// The first byte of block `h`, which must be live in this slab.
+    /// The first byte of block `h`.
+    ///
+    /// # Safety
+    /// `h` must be a live block of this slab (unchecked: this is every node read's path).
     #[inline]
-    pub fn ptr(&self, h: Handle) -> NonNull<u8> {
+    pub unsafe fn ptr(&self, h: Handle) -> NonNull<u8> {
         debug_assert!(h.chunk() < self.spans.len() && !self.spans[h.chunk()].base.is_null());
         // SAFETY: a live handle's chunk number is in the table (chunk numbers are never
-        // removed from it), its chunk is allocated and its slot is inside it, so the offset
-        // stays inside that allocation; a chunk's base is never null.
+        // removed from it), its chunk is allocated and its slot is inside it (the caller's
+        // contract), so the offset stays inside that allocation; a chunk's base is never null.
         unsafe {
             let span = *self.spans.get_unchecked(h.chunk());
             NonNull::new_unchecked(span.base.add(h.slot() * span.size))
@@ -448,6 +458,8 @@ impl Slab {
 
     /// A block of `size > SHARED_MAX` bytes in a chunk of its own.
     fn alloc_large(&mut self, size: usize) -> Option<(Handle, NonNull<u8>)> {
+        // Whole grains, as every block (a reference to a node covers its size rounded so).
+        let size = size.next_multiple_of(GRAIN);
         let c = self.number()?;
         let chunk = Chunk {
             class: LARGE,
@@ -460,7 +472,8 @@ impl Slab {
         self.used_bytes += size;
         add_slack(-(size as isize));
         let h = Handle::of(c, 0);
-        Some((h, self.ptr(h)))
+        // SAFETY: `h` was just handed out: a live block of this slab.
+        Some((h, unsafe { self.ptr(h) }))
     }
 
     /// Gives chunk `c` back to the global allocator and its number to the vacant ones.
