@@ -49,6 +49,7 @@ pub mod persist;
 pub mod rdb;
 pub mod set;
 pub mod slab;
+pub mod tally;
 pub mod telemetry;
 #[cfg(test)]
 mod testutil;

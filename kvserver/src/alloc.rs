@@ -1,49 +1,22 @@
 //! The global allocator: mimalloc, counting live bytes for INFO memory and maxmemory.
 //!
-//! Counting must not make every allocation contend on one cache line, so each thread adds to
-//! its own padded slot (threads pick slots round-robin); a reader sums the slots.
+//! Counting must not make every allocation contend on one cache line: the count is a
+//! [`Tally`] (each thread adds to its own padded slot; a reader sums the slots).
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use kvcore::tally::Tally;
 use mimalloc::MiMalloc;
 
-const SLOTS: usize = 64;
-
-#[repr(align(128))]
-struct Slot(AtomicIsize);
-
-static COUNTS: [Slot; SLOTS] = [const { Slot(AtomicIsize::new(0)) }; SLOTS];
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static MY_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-fn slot() -> &'static AtomicIsize {
-    let i = MY_SLOT
-        .try_with(|s| {
-            if s.get() == usize::MAX {
-                s.set(NEXT.fetch_add(1, Ordering::Relaxed) % SLOTS);
-            }
-            s.get()
-        })
-        .unwrap_or(0);
-    &COUNTS[i].0
-}
+/// Bytes allocated and not freed.
+static COUNTS: Tally = Tally::new();
 
 /// Bytes currently allocated through the global allocator, less the room in the stores' node
 /// slabs that no key uses ([`kvcore::slab::slack`]: deleting keys makes it, and it is theirs
 /// again at the next insert, so it counts as free, as Redis counts a freed key's bytes).
 pub fn allocated() -> usize {
-    // Only the slots handed out so far can be non-zero.
-    let used = NEXT.load(Ordering::Relaxed).min(SLOTS);
-    let total = COUNTS[..used]
-        .iter()
-        .map(|s| s.0.load(Ordering::Relaxed))
-        .sum::<isize>()
-        .max(0) as usize;
+    let total = COUNTS.sum().max(0) as usize;
     total.saturating_sub(kvcore::slab::slack())
 }
 
@@ -111,7 +84,7 @@ pub struct Counting;
 // mimalloc's guarantees hold; the counter updates touch no allocation.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        slot().fetch_add(layout.size() as isize, Ordering::Relaxed);
+        COUNTS.add(layout.size() as isize);
         if layout.align() <= BLOCK_ALIGN {
             // SAFETY: `size` is non-zero (the caller's contract); every mimalloc block is
             // `BLOCK_ALIGN`-aligned, which covers `layout.align()`.
@@ -121,12 +94,12 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { MiMalloc.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        slot().fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        COUNTS.add(-(layout.size() as isize));
         // SAFETY: forwarded unchanged; `ptr` came from this allocator with `layout`.
         unsafe { MiMalloc.dealloc(ptr, layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        slot().fetch_add(layout.size() as isize, Ordering::Relaxed);
+        COUNTS.add(layout.size() as isize);
         if layout.align() <= BLOCK_ALIGN {
             // SAFETY: as in `alloc`.
             return unsafe { libmimalloc_sys::mi_zalloc(layout.size()) }.cast();
@@ -135,10 +108,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { MiMalloc.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        slot().fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
+        COUNTS.add(new_size as isize - layout.size() as isize);
         // SAFETY: forwarded unchanged; `ptr` came from this allocator with `layout`.
         unsafe { MiMalloc.realloc(ptr, layout, new_size) }
     }

@@ -37,10 +37,10 @@
 //! not count it (a host subtracts [`slack`] from what its allocator reports).
 
 use std::alloc::{self, Layout};
-use std::cell::Cell;
 use std::num::NonZeroU32;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+use crate::tally::Tally;
 
 #[cfg(test)]
 mod tests;
@@ -71,41 +71,18 @@ const LARGE: u16 = u16::MAX;
 /// Alignment of every chunk.
 const CHUNK_ALIGN: usize = 8;
 
-/// Counters of [`slack`]: each thread adds to its own (threads take them round-robin).
-const SLACK_SLOTS: usize = 64;
+/// Room in every slab's chunks that no block uses (see [`slack`]).
+static SLACK: Tally = Tally::new();
 
-#[repr(align(128))]
-struct SlackSlot(AtomicIsize);
-
-static SLACK: [SlackSlot; SLACK_SLOTS] = [const { SlackSlot(AtomicIsize::new(0)) }; SLACK_SLOTS];
-static SLACK_NEXT: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static MY_SLACK: Cell<usize> = const { Cell::new(usize::MAX) };
-}
-
-/// Adds `delta` to the calling thread's slack counter.
+/// Adds `delta` to the process's slack.
 #[inline]
 fn add_slack(delta: isize) {
-    let i = MY_SLACK
-        .try_with(|s| {
-            if s.get() == usize::MAX {
-                s.set(SLACK_NEXT.fetch_add(1, Ordering::Relaxed) % SLACK_SLOTS);
-            }
-            s.get()
-        })
-        .unwrap_or(0);
-    SLACK[i].0.fetch_add(delta, Ordering::Relaxed);
+    SLACK.add(delta);
 }
 
 /// Bytes inside the chunks of every slab in the process that no block uses.
 pub fn slack() -> usize {
-    let used = SLACK_NEXT.load(Ordering::Relaxed).min(SLACK_SLOTS);
-    SLACK[..used.max(1)]
-        .iter()
-        .map(|s| s.0.load(Ordering::Relaxed))
-        .sum::<isize>()
-        .max(0) as usize
+    SLACK.sum().max(0) as usize
 }
 
 /// A block of a [`Slab`]: its chunk's number and its slot's. Only meaningful to the slab that
