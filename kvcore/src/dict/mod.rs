@@ -2,8 +2,9 @@
 //!
 //! # What it is
 //!
-//! Entries are owning pointers ([`Link`]) that carry their own chain link, so a key costs one
-//! allocation and the table itself is an array of pointer-sized heads. A [`Dict`] holds two
+//! Entries are owning references ([`Link`]: a pointer, or a 32-bit handle into the dict's own
+//! arena, see [`Link::Arena`]) that carry their own chain link, so a key costs one block and
+//! the table itself is an array of heads of one word or less. A [`Dict`] holds two
 //! such arrays. Normally only `tables[0]` is in use. When the table must grow (or, from a cron,
 //! shrink) a second array is allocated and entries migrate to it a few at a time, inside the
 //! mutating operations that follow ("progressive rehash"), so no command ever pays an O(n)
@@ -640,8 +641,9 @@ impl<L: Link> Dict<L> {
         self.len -= removed;
     }
 
-    /// Removes every entry and frees both bucket arrays. O(size + len), iterative; entries
-    /// that need no drop (links that own nothing) are not visited.
+    /// Removes every entry (each through [`Link::release`]) and frees both bucket arrays.
+    /// O(size + len), iterative; entries that need no release (links that own nothing) are not
+    /// visited.
     pub fn clear(&mut self) {
         let a = &mut self.arena;
         for table in &mut self.tables {
