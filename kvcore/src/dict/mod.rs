@@ -411,6 +411,16 @@ impl<L: Link> Dict<L> {
         )
     }
 
+    /// The chain slot holding `key` ([`Dict::find_slot`], no rehash step), with the count and
+    /// the arena, which callers change beside it.
+    #[inline]
+    fn slot_mut(&mut self, key: &[u8]) -> (Option<&mut Option<L>>, &mut usize, &mut L::Arena) {
+        let h = hash_with(&self.hasher, key);
+        let sizes = [self.size0, self.size1];
+        let slot = Self::find_slot(&mut self.tables, sizes, h, key, &self.arena);
+        (slot, &mut self.len, &mut self.arena)
+    }
+
     /// The chain slot holding `key`, if present, probing as [`Dict::get`] does. Does no
     /// rehash step. Takes the fields, not `self`, so callers may update `len` meanwhile.
     fn find_slot<'a>(
@@ -442,16 +452,8 @@ impl<L: Link> Dict<L> {
     /// changed through the reference.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut L::Target> {
         self.step(REHASH_MOVES);
-        let h = self.hash(key);
-        Self::find_slot(
-            &mut self.tables,
-            [self.size0, self.size1],
-            h,
-            key,
-            &self.arena,
-        )?
-        .as_mut()
-        .map(|e| e.target_mut(&self.arena))
+        let (slot, _, a) = self.slot_mut(key);
+        slot?.as_mut().map(|e| e.target_mut(a))
     }
 
     /// The entry with this key, mutably, unless `evict` says it must go (an expired key): then
@@ -480,28 +482,22 @@ impl<L: Link> Dict<L> {
         f: impl FnOnce(L, &mut L::Arena) -> L,
         gone: impl FnOnce(L, &mut L::Arena) -> R,
     ) -> Result<&mut L::Target, Option<R>> {
-        let h = self.hash(key);
-        let Some(slot) = Self::find_slot(
-            &mut self.tables,
-            [self.size0, self.size1],
-            h,
-            key,
-            &self.arena,
-        ) else {
+        let (slot, len, a) = self.slot_mut(key);
+        let Some(slot) = slot else {
             return Err(None);
         };
-        if slot.as_ref().is_some_and(|e| evict(e, &self.arena)) {
+        if slot.as_ref().is_some_and(|e| evict(e, a)) {
             if let Some(mut e) = slot.take() {
-                *slot = e.next_mut(&self.arena).take();
-                self.len -= 1;
-                return Err(Some(gone(e, &mut self.arena)));
+                *slot = e.next_mut(a).take();
+                *len -= 1;
+                return Err(Some(gone(e, a)));
             }
         }
-        if slot.as_ref().is_some_and(|e| reform(e, &self.arena)) {
-            Self::reform_slot(slot, &mut self.len, key, &mut self.arena, f);
+        if slot.as_ref().is_some_and(|e| reform(e, a)) {
+            Self::reform_slot(slot, len, key, a, f);
         }
         match slot.as_mut() {
-            Some(e) => Ok(e.target_mut(&self.arena)),
+            Some(e) => Ok(e.target_mut(a)),
             None => Err(None),
         }
     }
@@ -554,17 +550,11 @@ impl<L: Link> Dict<L> {
     /// Removes and returns the entry with this key (its `next` is `None`).
     pub fn remove(&mut self, key: &[u8]) -> Option<L> {
         self.step(REHASH_MOVES);
-        let h = self.hash(key);
-        let slot = Self::find_slot(
-            &mut self.tables,
-            [self.size0, self.size1],
-            h,
-            key,
-            &self.arena,
-        )?;
+        let (slot, len, a) = self.slot_mut(key);
+        let slot = slot?;
         let mut e = slot.take()?;
-        *slot = e.next_mut(&self.arena).take();
-        self.len -= 1;
+        *slot = e.next_mut(a).take();
+        *len -= 1;
         Some(e)
     }
 
@@ -579,16 +569,10 @@ impl<L: Link> Dict<L> {
         f: impl FnOnce(L, &mut L::Arena) -> L,
     ) -> Option<&mut L::Target> {
         self.step(REHASH_MOVES);
-        let h = self.hash(key);
-        let slot = Self::find_slot(
-            &mut self.tables,
-            [self.size0, self.size1],
-            h,
-            key,
-            &self.arena,
-        )?;
-        Self::reform_slot(slot, &mut self.len, key, &mut self.arena, f);
-        slot.as_mut().map(|e| e.target_mut(&self.arena))
+        let (slot, len, a) = self.slot_mut(key);
+        let slot = slot?;
+        Self::reform_slot(slot, len, key, a, f);
+        slot.as_mut().map(|e| e.target_mut(a))
     }
 
     /// Replaces the entry in `slot` (if any) by `f(entry)`, which gets it unlinked and must

@@ -237,7 +237,7 @@ impl Keyspace {
             if let Some(s) = snap.as_deref_mut() {
                 s.save_old(parity, dead.get_mut(nodes));
             }
-            if dead.get(nodes).deadline() != 0 {
+            if dead.deadline(nodes) != 0 {
                 expires.remove(key);
             }
             dead.release(nodes);
@@ -292,7 +292,7 @@ impl Keyspace {
         if let Some(s) = self.snap.as_deref_mut() {
             s.save_old(self.parity, node.get_mut(nodes));
         }
-        if node.get(nodes).deadline() != 0 {
+        if node.deadline(nodes) != 0 {
             self.expires.remove(key);
         }
         Some(node)
@@ -483,7 +483,7 @@ impl Keyspace {
         let mut link = None;
         self.main.replace_with(key, |n, s| {
             let new = f(n, s);
-            link = (new.get(s).deadline() != 0).then(|| ExpLink::of(&new, s));
+            link = (new.deadline(s) != 0).then(|| ExpLink::of(&new, s));
             new
         });
         if let Some(link) = link {
@@ -495,7 +495,7 @@ impl Keyspace {
     fn exp_link(&self, key: &[u8]) -> Option<ExpLink> {
         let n = self.main.get_link(key)?;
         let nodes = self.main.arena();
-        (n.get(nodes).deadline() != 0).then(|| ExpLink::of(n, nodes))
+        (n.deadline(nodes) != 0).then(|| ExpLink::of(n, nodes))
     }
 
     /// Inserts a key known to be absent (callers checked with a lookup first).
