@@ -548,6 +548,41 @@ impl Db {
         if !session.authenticated && !spec.has(flags::NO_AUTH) {
             session.authenticated = true;
         }
+        self.run_admitted(session, spec, args, out);
+    }
+
+    /// Whether no refusal of [`Db::dispatch_spec`] can apply to a command of `session`
+    /// (given one that is not DEBUG and has the right number of arguments): an authenticated
+    /// client of a master in good health. Then [`Db::run_admitted`] runs the command as
+    /// `dispatch_spec` would.
+    #[inline(always)]
+    pub fn admits(&self, session: &Session) -> bool {
+        session.authenticated
+            && !session.master
+            && !session.internal
+            && !(self.replica
+                || self.too_few_replicas
+                || self.master_down
+                || self.evictor.oom
+                || self.rdb_failed
+                || self.aof_error.is_some())
+    }
+
+    /// Runs a command [`Db::dispatch_spec`] admitted (or that [`Db::admits`]), and counts
+    /// it.
+    #[inline]
+    pub fn run_admitted(
+        &mut self,
+        session: &mut Session,
+        spec: &'static commands::CommandSpec,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) {
+        let mark = out.len();
+        let w = ReplyWriter {
+            out,
+            proto: session.proto,
+        };
         self.stats.commands += 1;
         let no_touch = session.no_touch && spec.name != "touch";
         if no_touch != self.no_touch {
@@ -599,6 +634,7 @@ impl Db {
 
     /// Records one command in [`Db::telemetry`] with the configured thresholds. A host calls
     /// this for the commands it runs itself (transactions, commands spanning shards ...).
+    #[inline]
     pub fn record(
         &mut self,
         spec: &'static commands::CommandSpec,
@@ -608,11 +644,28 @@ impl Db {
         reply: &[u8],
         client: u64,
     ) {
+        let set = &self.config.telemetry;
+        if self.telemetry.count(spec, args, nanos, outcome, reply, set) {
+            self.record_notable(spec, args, nanos, client);
+        }
+    }
+
+    /// A command slow enough for the slow log or the latency monitor: its entry, labelled
+    /// with the client's address and name.
+    #[cold]
+    #[inline(never)]
+    fn record_notable(
+        &mut self,
+        spec: &'static commands::CommandSpec,
+        args: &[&[u8]],
+        nanos: u64,
+        client: u64,
+    ) {
         let set = self.config.telemetry;
         let now_s = self.now / 1000;
         let pushed = self.telemetry.slowlog_pushed();
         self.telemetry
-            .record(spec, args, nanos, outcome, reply, client, set, now_s);
+            .notable(spec, args, nanos, client, set, now_s);
         if self.telemetry.slowlog_pushed() != pushed {
             if let Some(label) = &self.client_label {
                 let (peer, name) = label(client);

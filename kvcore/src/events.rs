@@ -158,6 +158,7 @@ impl Db {
     }
 
     /// Whether events wait to be drained.
+    #[inline]
     pub fn has_events(&self) -> bool {
         !self.events.is_empty()
             || (self.log_mask != 0 && self.dbs.iter().any(|ks| !ks.log.is_empty()))

@@ -319,10 +319,29 @@ impl Telemetry {
         set: Settings,
         now_s: u64,
     ) {
+        if self.count(spec, args, nanos, outcome, reply, &set) {
+            self.notable(spec, args, nanos, client, set, now_s);
+        }
+    }
+
+    /// The counting part of [`Telemetry::record`], the part every command pays: whether the
+    /// command was slow enough that [`Telemetry::notable`] must see it too.
+    #[inline]
+    pub fn count(
+        &mut self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        nanos: u64,
+        outcome: Outcome,
+        reply: &[u8],
+        set: &Settings,
+    ) -> bool {
         let stat = self.stat(spec, args);
-        let error = reply.first() == Some(&b'-');
-        match outcome {
-            Outcome::Rejected => stat.rejected += 1,
+        let notable = match outcome {
+            Outcome::Rejected => {
+                stat.rejected += 1;
+                false
+            }
             Outcome::Ran(failed) => {
                 stat.calls += 1;
                 stat.nanos += nanos;
@@ -337,19 +356,25 @@ impl Telemetry {
                         *n += 1;
                     }
                 }
-                if nanos >= set.notable {
-                    self.notable(spec, args, nanos, client, set, now_s);
-                }
+                nanos >= set.notable
             }
+        };
+        if reply.first() == Some(&b'-') {
+            self.error_reply(reply);
         }
-        if error {
-            self.error(reply);
-        }
+        notable
     }
 
-    /// A command slow enough for the slow log or the latency monitor, by their thresholds.
     #[cold]
-    fn notable(
+    #[inline(never)]
+    fn error_reply(&mut self, reply: &[u8]) {
+        self.error(reply);
+    }
+
+    /// A command slow enough for the slow log or the latency monitor, by their thresholds
+    /// (the rest of [`Telemetry::record`] when [`Telemetry::count`] says so).
+    #[cold]
+    pub fn notable(
         &mut self,
         spec: &'static CommandSpec,
         args: &[&[u8]],
@@ -375,13 +400,20 @@ impl Telemetry {
 
     /// The counters of `spec` (of its subcommand, for a container command such as CONFIG).
     /// One hash lookup for a plain command, two for a subcommand.
+    #[inline]
     fn stat(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) -> &mut CmdStat {
         let id = usize::from(spec.id);
-        if let Some(&i) = self.by_id.get(id) {
-            if i != u32::MAX {
-                return &mut self.stats[i as usize];
-            }
+        match self.by_id.get(id) {
+            Some(&i) if i != u32::MAX => &mut self.stats[i as usize],
+            _ => self.first_stat(spec, args),
         }
+    }
+
+    /// [`Telemetry::stat`] for a command not counted by its id yet, or a subcommand.
+    #[cold]
+    #[inline(never)]
+    fn first_stat(&mut self, spec: &'static CommandSpec, args: &[&[u8]]) -> &mut CmdStat {
+        let id = usize::from(spec.id);
         let i = self.slot(spec as *const CommandSpec as usize, || {
             let mut c = CmdStat::new(spec.name);
             c.container = crate::commands::docs::is_container(spec.name);

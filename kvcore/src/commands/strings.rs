@@ -99,6 +99,7 @@ fn string_bytes(v: Stored<'_>) -> OpResult<Vec<u8>> {
 
 impl Db {
     /// SET with options in database `dbi`.
+    #[inline(always)]
     pub fn set_in(
         &mut self,
         dbi: usize,

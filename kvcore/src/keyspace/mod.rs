@@ -396,10 +396,12 @@ impl Keyspace {
     /// Stores the string `s` under `key` (`int` when canonical, as [`Value::from_bytes`]
     /// decides), replacing any old value, with the deadline `ttl` says. Builds no `Value` for
     /// a string its node can hold, and overwrites one of the same length in place.
+    #[inline]
     pub fn set_str(&mut self, key: &[u8], s: &[u8], ttl: Ttl, now: u64) {
         self.put(key, NewValue::Bytes(s), ttl, now);
     }
 
+    #[inline(always)]
     fn put(&mut self, key: &[u8], value: NewValue<'_>, ttl: Ttl, now: u64) {
         let Some(node) = self.live_w(key, now) else {
             let at = match ttl {

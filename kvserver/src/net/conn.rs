@@ -89,6 +89,37 @@ enum End {
     Replica(Vec<Vec<u8>>, Handshake),
 }
 
+/// The commands [`Conn::run_plain`] may run, by [`CommandSpec::id`]: every command but a
+/// connection's own (`CONN`), a blocking one, one the server may answer for every shard
+/// ([`admin::may_be_special`]), DEBUG (which may be refused), SORT (whose patterns name keys
+/// only the elements tell), and the ones whose effect on the session the connection mirrors
+/// (see `Conn::after_session_change`) or that have more to do than the store's answer (EXEC,
+/// RESET).
+static LANE: std::sync::LazyLock<Box<[bool]>> = std::sync::LazyLock::new(|| {
+    let all = commands::all();
+    let mut lane = vec![false; all.len()];
+    for spec in all {
+        if let Some(l) = lane.get_mut(usize::from(spec.id)) {
+            *l = !spec.has(flags::CONN)
+                && !spec.has(flags::BLOCKING)
+                && !admin::may_be_special(spec)
+                && !matches!(
+                    spec.name,
+                    "debug"
+                        | "sort"
+                        | "sort_ro"
+                        | "exec"
+                        | "reset"
+                        | "select"
+                        | "hello"
+                        | "client"
+                        | "move"
+                );
+        }
+    }
+    lane.into_boxed_slice()
+});
+
 fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     let Some(spec) = commands::lookup(args[0]) else {
         return Route::Local(None, false);
@@ -697,6 +728,7 @@ impl<'a> Conn<'a> {
         // When the last command run here ended, while nothing was awaited since (see
         // `Session::lap`): the next command's start.
         let mut lap = None;
+        let mut plain = self.plain();
         loop {
             let mut args = Args::new();
             let consumed = match input
@@ -723,6 +755,24 @@ impl<'a> Conn<'a> {
                 continue;
             }
             commands += 1;
+            if plain {
+                self.session.lap = lap.take();
+                self.session.lapping = true;
+                let ran = self.run_plain(&args);
+                self.session.lapping = false;
+                lap = self.session.lap.take();
+                if ran {
+                    if self.session.close_after_reply {
+                        close = true;
+                        break;
+                    }
+                    if self.out.len() >= FLUSH_AT {
+                        lap = None;
+                        self.write_out(stream).await?;
+                    }
+                    continue;
+                }
+            }
             if self.pause_end.load(Ordering::Relaxed) != 0 {
                 lap = None;
                 self.wait_out_pause(stream, &args).await?;
@@ -800,10 +850,69 @@ impl<'a> Conn<'a> {
                 self.resolve().await;
                 self.write_out(stream).await?;
             }
+            plain = self.plain();
         }
         self.resolve().await;
         input.start = pos;
         Ok((!close).then_some(commands))
+    }
+
+    /// Whether this client's next commands may take [`Conn::run_plain`]: no transaction,
+    /// subscription, master link, reply of another shard on its way, CLIENT REPLY mode or
+    /// CLIENT PAUSE. Looked at once per batch and after each command that took the general
+    /// path (a command of the plain lane changes none of these).
+    fn plain(&self) -> bool {
+        self.subs.is_none()
+            && self.multi.is_none()
+            && self.link.is_none()
+            && !self.pend.active
+            && !self.session.reply_quiet()
+            && self.pause_end.load(Ordering::Relaxed) == 0
+    }
+
+    /// The common case in the fewest steps, for a [`Conn::plain`] client: a command of the
+    /// lane (see [`LANE`]) with the right number of arguments, whose keys are all this
+    /// shard's, run on the store at once when no lock is held and nothing can refuse it
+    /// ([`kvcore::Db::admits`]). It does what the general path (`try_now`, `classify`,
+    /// `Shard::execute`, `Db::dispatch_spec`) would, without asking what cannot apply.
+    /// `false`: nothing was done; take the general path.
+    #[inline]
+    fn run_plain(&mut self, args: &[&[u8]]) -> bool {
+        let Some(spec) = commands::lookup(args[0]) else {
+            return false;
+        };
+        if !LANE.get(usize::from(spec.id)).copied().unwrap_or(false) || !spec.arity_ok(args.len()) {
+            return false;
+        }
+        let shard = self.shard;
+        // As `classify`: one shard owns every key; with more, the command has keys and all
+        // are this shard's, or has none.
+        let keyed = shard.n == 1 || {
+            let keys = spec.key_positions(args);
+            if !keys
+                .iter()
+                .all(|&i| route::shard_of(args[i], shard.n) == shard.id)
+            {
+                return false;
+            }
+            !keys.is_empty()
+        };
+        if !shard.locks.borrow().is_idle() {
+            return false;
+        }
+        {
+            let mut db = shard.db.borrow_mut();
+            if !db.admits(self.session) {
+                return false;
+            }
+            db.run_admitted(self.session, spec, args, &mut self.out);
+        }
+        shard.wake_written(spec, args);
+        shard.after_writes();
+        if keyed {
+            self.hops = 0;
+        }
+        true
     }
 
     /// CLIENT PAUSE: holds this command while a pause covers it (every command, or one that

@@ -192,10 +192,16 @@ impl Shard {
 
     /// Serves the clients blocked on the keys of a write command that just ran here. Costs one
     /// check when no client is blocked on this shard.
+    #[inline]
     pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
-        if self.waiters.borrow().is_empty() || !spec.has(commands::flags::WRITE) {
-            return;
+        if !self.waiters.borrow().is_empty() && spec.has(commands::flags::WRITE) {
+            self.wake_keys_of(spec, args);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_keys_of(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
         for i in spec.key_positions(args) {
             self.serve(args[i]);
         }
