@@ -3,7 +3,8 @@
 # run, servers pinned to CPU 0 (--threads 1), kvbench on CPU 1, alternated over ROUNDS; prints
 # each round and the medians of p50/p95/p99/p99.9 per workload and server.
 # usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the growth workload: GROWTH_KEYS SETs
-# of new keys, default 5000000; the issue's bar is GROWTH_KEYS=10000000)
+# of new keys, default 5000000; the issue's bar is GROWTH_KEYS=10000000; REDIS_SERVER=PATH picks the
+# redis-server binary, default the one on PATH)
 # Run from the project's root after `cargo build --release -p kvserver -p kvbench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,7 @@ for r in $(seq "$ROUNDS"); do
     for s in $order; do
       # A fresh server per run, so the growth workload starts from an empty keyspace.
       if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1 --save ''; port=7481
-      else start redis 7482 redis-server --port 7482 --save '' --appendonly no; port=7482; fi
+      else start redis 7482 "${REDIS_SERVER:-redis-server}" --port 7482 --save '' --appendonly no; port=7482; fi
       pid=$(tail -1 "$tmp/pids")
       redis-cli -p $port config set latency-monitor-threshold 1 >/dev/null
       before=$(sched_counters "$pid")

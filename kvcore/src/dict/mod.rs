@@ -681,14 +681,18 @@ impl<L: Link> Dict<L> {
     /// One rehash step, for idle time: appends at most `FILL_PER_MOVE * max_moves` empty heads
     /// to the new array, or makes at most `max_moves` entry moves and `POPS_PER_MOVE *
     /// max_moves` bucket pops. Returns whether the rehash is still in progress.
+    #[inline]
     pub fn rehash_step(&mut self, max_moves: usize) -> bool {
         self.step(max_moves)
     }
 
+    /// [`Dict::rehash_step`]: one check inline when no rehash runs (nearly always).
+    #[inline]
     fn step(&mut self, max_moves: usize) -> bool {
-        if !self.is_rehashing() {
-            return false;
-        }
+        self.is_rehashing() && self.rehash_moves(max_moves)
+    }
+
+    fn rehash_moves(&mut self, max_moves: usize) -> bool {
         let [old, new] = &mut self.tables;
         if new.len() < self.size1 {
             // Fill phase. Within the reserved capacity: never reallocates.
