@@ -112,6 +112,11 @@ pub fn config(spec: &Spec, addr: SocketAddr, auth: Option<String>) -> Config {
 
 /// Runs `wl` with progress shown; measures the CPU of the server process `pid` if given.
 pub fn measure(cfg: &Config, wl: &Workload, pid: Option<u32>) -> std::io::Result<WorkloadResult> {
+    // The progress display runs on this thread: on the load's CPUs too, not beside the server
+    // (seen unpinned: it preempted a server pinned to CPU 0 a few dozen times a run).
+    if let Some(&cpu) = cfg.cpus.first() {
+        sys::pin_thread(cpu);
+    }
     let cpu0 = pid.and_then(sys::proc_cpu_secs);
     let secs = cfg.duration.as_secs_f64() + cfg.warmup.as_secs_f64();
     let out = progress::watch(&wl.name, cfg.requests, secs, |done| {
