@@ -580,3 +580,57 @@ fn generated_commands_cover_every_family() {
         }
     }
 }
+
+/// One write whose commands move the connection in and out of its plain state (CLIENT REPLY
+/// OFF/ON/SKIP, MULTI ... EXEC, SUBSCRIBE ... UNSUBSCRIBE, QUIT): the commands between take
+/// the server's plain lane or its general path by the state each one finds, and every reply (or
+/// its absence) must be Redis's, on one shard and on three.
+#[test]
+fn one_write_crossing_connection_states_as_redis() {
+    let script = [
+        "SET a 1",
+        "CLIENT REPLY OFF",
+        "SET b 2",
+        "CLIENT REPLY ON",
+        "GET b",
+        "MULTI",
+        "INCR a",
+        "EXEC",
+        "GET a",
+        "SUBSCRIBE ch",
+        "PING",
+        "UNSUBSCRIBE",
+        "GET a",
+        "CLIENT REPLY SKIP",
+        "GET a",
+        "GET b",
+        "QUIT",
+        "GET a",
+    ];
+    let mut bytes = Vec::new();
+    for line in script {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        bytes.extend_from_slice(&encode(&args));
+    }
+    // Everything until the server closes the connection after QUIT.
+    let all_replies = |port: u16| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&bytes).unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out)
+            .expect("the server closes after QUIT");
+        out
+    };
+    let redis = Redis::start();
+    let theirs = all_replies(redis.port);
+    assert!(theirs.ends_with(b"$1\r\n2\r\n+OK\r\n"), "{theirs:?}");
+    for threads in ["1", "3"] {
+        let ours = Server::start(&["--threads", threads]);
+        assert_eq!(
+            String::from_utf8_lossy(&all_replies(ours.port)),
+            String::from_utf8_lossy(&theirs),
+            "{threads} shard(s)"
+        );
+    }
+}
