@@ -326,7 +326,7 @@ impl Telemetry {
 
     /// The counting part of [`Telemetry::record`], the part every command pays: whether the
     /// command was slow enough that [`Telemetry::notable`] must see it too.
-    #[inline]
+    #[inline(always)]
     pub fn count(
         &mut self,
         spec: &'static CommandSpec,

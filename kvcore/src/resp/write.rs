@@ -67,7 +67,7 @@ impl<'a> ReplyWriter<'a> {
 
     /// `<ty><n>\r\n` for a length or count, with room reserved for `more` bytes after it.
     /// Below 1000 (nearly every reply) the header is built in one word, without `itoa`.
-    #[inline]
+    #[inline(always)]
     fn head(&mut self, ty: u8, n: usize, more: usize) {
         let (word, len) = match n {
             0..=9 => (
