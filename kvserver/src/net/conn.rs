@@ -2419,7 +2419,10 @@ async fn read_idle(
     mailbox: Option<Rc<pubsub::Mailbox>>,
 ) -> std::io::Result<Woke> {
     loop {
-        if !ready(stream, &mailbox).await? {
+        // (Most clients have no mailbox: their wait is the socket's alone, one future less.)
+        if mailbox.is_none() {
+            stream.readable().await?;
+        } else if !ready(stream, &mailbox).await? {
             return Ok(Woke::Mail);
         }
         *rbuf = shard.bufs.borrow_mut().take_read();
