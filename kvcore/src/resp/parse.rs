@@ -241,7 +241,34 @@ fn parse_multibulk<'a>(
 
     // Trust the count only as far as the bytes at hand can back it.
     args.reserve(count.min(buf.len().saturating_sub(pos) / MIN_ARG_BYTES));
-    for done in 0..count {
+    // The everyday argument first, in a tight loop: `$`, a length of one or two digits (no
+    // leading zero, as `quick_header` reads it), the data and the two bytes after it all at
+    // hand, within the limits. Anything else leaves the loop where it stands, and the general
+    // loop below takes that argument and the rest.
+    let mut fast = 0;
+    if limits.max_inline_len > 2 {
+        while fast < count {
+            let Some(&[b'$', d0, b1, b2]) = buf.get(pos..pos.wrapping_add(4)) else {
+                break;
+            };
+            let Some((len, head)) = short_header(d0, b1, b2) else {
+                break;
+            };
+            let data = pos.wrapping_add(head);
+            let end = data.wrapping_add(len);
+            let next = end.wrapping_add(2);
+            if len > limits.max_bulk_len || next > buf.len() {
+                break;
+            }
+            let Some(arg) = buf.get(data..end) else {
+                break;
+            };
+            args.push(arg);
+            pos = next;
+            fast = fast.wrapping_add(1);
+        }
+    }
+    for done in fast..count {
         // The bytes the arguments after this one need at least (only for an incomplete hint).
         let rest_min = || {
             count
@@ -357,16 +384,9 @@ fn quick_header(buf: &[u8], start: usize, max: usize) -> Option<(usize, usize)> 
     // without the loop. Same conditions as below: no leading zero, `\r` within `max`, one
     // byte after it.
     if let Some(&[d0, b1, b2, _]) = buf.get(start.checked_add(1)?..start.checked_add(5)?) {
-        if (b'1'..=b'9').contains(&d0) && max > 2 {
-            let v0 = usize::from(d0.wrapping_sub(b'0'));
-            if b1 == b'\r' {
-                return Some((v0, start.wrapping_add(4)));
-            }
-            if b1.is_ascii_digit() && b2 == b'\r' {
-                let v = v0
-                    .wrapping_mul(10)
-                    .wrapping_add(usize::from(b1.wrapping_sub(b'0')));
-                return Some((v, start.wrapping_add(5)));
+        if max > 2 {
+            if let Some((v, head)) = short_header(d0, b1, b2) {
+                return Some((v, start.wrapping_add(head)));
             }
         }
     }
@@ -388,6 +408,24 @@ fn quick_header(buf: &[u8], start: usize, max: usize) -> Option<(usize, usize)> 
         }
     }
     None
+}
+
+/// A header line of one or two digits, given the three bytes after its type byte (`3\r\n`,
+/// `16\r`): the value, and the bytes the line takes with its type byte and the byte after the
+/// `\r`. `None` for anything else, a leading zero included (the general path decides those).
+/// A line this accepts needs `max_inline_len` above 2.
+#[inline(always)]
+fn short_header(d0: u8, b1: u8, b2: u8) -> Option<(usize, usize)> {
+    let v0 = usize::from(d0.wrapping_sub(b'0'));
+    match (d0, b1, b2) {
+        (b'1'..=b'9', b'\r', _) => Some((v0, 4)),
+        (b'1'..=b'9', b'0'..=b'9', b'\r') => Some((
+            v0.wrapping_mul(10)
+                .wrapping_add(usize::from(b1.wrapping_sub(b'0'))),
+            5,
+        )),
+        _ => None,
+    }
 }
 
 /// Finds the header line starting at `start` (on its type byte).
