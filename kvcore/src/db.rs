@@ -499,8 +499,32 @@ impl Db {
             }
             return;
         };
-        let refused = if !spec.arity_ok(args.len()) {
-            commands::wrong_arity(&mut w, spec.name);
+        let refused = self.refused(session, spec, args.len(), &mut w);
+        if refused {
+            if !session.internal {
+                self.record(spec, args, 0, Outcome::Rejected, &out[mark..], session.id);
+            }
+            return;
+        }
+        if !session.authenticated && !spec.has(flags::NO_AUTH) {
+            session.authenticated = true;
+        }
+        self.run_admitted(session, spec, args, out);
+    }
+
+    /// The refusals of [`Db::dispatch_spec`], in Redis's order: whether `session` may not run
+    /// `spec` with `argc` arguments, the error reply written to `w` if so. [`Db::admits`] is the
+    /// one-branch form of "none of these applies" (given the arity and not DEBUG): a refusal
+    /// added here must make it false too ([`Db::run_admitted`] checks that in debug builds).
+    fn refused(
+        &self,
+        session: &Session,
+        spec: &commands::CommandSpec,
+        argc: usize,
+        w: &mut ReplyWriter<'_>,
+    ) -> bool {
+        if !spec.arity_ok(argc) {
+            commands::wrong_arity(w, spec.name);
             true
         } else if !session.authenticated
             && !spec.has(flags::NO_AUTH)
@@ -538,17 +562,7 @@ impl Db {
             true
         } else {
             false
-        };
-        if refused {
-            if !session.internal {
-                self.record(spec, args, 0, Outcome::Rejected, &out[mark..], session.id);
-            }
-            return;
         }
-        if !session.authenticated && !spec.has(flags::NO_AUTH) {
-            session.authenticated = true;
-        }
-        self.run_admitted(session, spec, args, out);
     }
 
     /// Whether no refusal of [`Db::dispatch_spec`] can apply to a command of `session`
@@ -578,6 +592,16 @@ impl Db {
         args: &[&[u8]],
         out: &mut Vec<u8>,
     ) {
+        debug_assert!(
+            !self.refused(
+                session,
+                spec,
+                args.len(),
+                &mut ReplyWriter::new(&mut Vec::new(), session.proto)
+            ),
+            "{} ran where dispatch_spec refuses it",
+            spec.name
+        );
         let mark = out.len();
         let w = ReplyWriter {
             out,
