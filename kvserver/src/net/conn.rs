@@ -89,12 +89,21 @@ enum End {
     Replica(Vec<Vec<u8>>, Handshake),
 }
 
+/// A command whose effect on the session the connection mirrors into its client entry
+/// (see `Conn::after_session_change`).
+fn changes_session(name: &str) -> bool {
+    matches!(name, "select" | "reset" | "hello" | "client" | "move")
+}
+
+/// EXEC outside MULTI and RESET: a command of the store with more to do here than its answer.
+fn more_than_store(name: &str) -> bool {
+    matches!(name, "exec" | "reset")
+}
+
 /// The commands [`Conn::run_plain`] may run, by [`CommandSpec::id`]: every command but a
 /// connection's own (`CONN`), a blocking one, one the server may answer for every shard
 /// ([`admin::may_be_special`]), DEBUG (which may be refused), SORT (whose patterns name keys
-/// only the elements tell), and the ones whose effect on the session the connection mirrors
-/// (see `Conn::after_session_change`) or that have more to do than the store's answer (EXEC,
-/// RESET).
+/// only the elements tell), and the ones [`changes_session`] or [`more_than_store`] names.
 static LANE: std::sync::LazyLock<Box<[bool]>> = std::sync::LazyLock::new(|| {
     let all = commands::all();
     let mut lane = vec![false; all.len()];
@@ -103,22 +112,36 @@ static LANE: std::sync::LazyLock<Box<[bool]>> = std::sync::LazyLock::new(|| {
             *l = !spec.has(flags::CONN)
                 && !spec.has(flags::BLOCKING)
                 && !admin::may_be_special(spec)
-                && !matches!(
-                    spec.name,
-                    "debug"
-                        | "sort"
-                        | "sort_ro"
-                        | "exec"
-                        | "reset"
-                        | "select"
-                        | "hello"
-                        | "client"
-                        | "move"
-                );
+                && !matches!(spec.name, "debug" | "sort" | "sort_ro")
+                && !changes_session(spec.name)
+                && !more_than_store(spec.name);
         }
     }
     lane.into_boxed_slice()
 });
+
+/// Where the keys of a command go with `n` shards.
+enum KeyHome {
+    /// It names no key.
+    None,
+    /// Every key is this shard's.
+    One(usize),
+    /// Its keys span shards.
+    Many,
+}
+
+fn key_home(spec: &CommandSpec, args: &[&[u8]], n: usize) -> KeyHome {
+    let keys = spec.key_positions(args);
+    let Some(&first) = keys.first() else {
+        return KeyHome::None;
+    };
+    let s = route::shard_of(args[first], n);
+    if keys[1..].iter().all(|&i| route::shard_of(args[i], n) == s) {
+        KeyHome::One(s)
+    } else {
+        KeyHome::Many
+    }
+}
 
 fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     let Some(spec) = commands::lookup(args[0]) else {
@@ -148,22 +171,11 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     if matches!(spec.name, "sort" | "sort_ro") && sort_api::has_patterns(args) {
         return Route::Multi(spec);
     }
-    let keys = spec.key_positions(args);
-    let Some(&first) = keys.first() else {
-        return Route::Local(Some(spec), false);
-    };
-    let s = route::shard_of(args[first], shard.n);
-    if keys[1..]
-        .iter()
-        .all(|&i| route::shard_of(args[i], shard.n) == s)
-    {
-        if s == shard.id {
-            Route::Local(Some(spec), true)
-        } else {
-            Route::Remote(s)
-        }
-    } else {
-        Route::Multi(spec)
+    match key_home(spec, args, shard.n) {
+        KeyHome::None => Route::Local(Some(spec), false),
+        KeyHome::One(s) if s == shard.id => Route::Local(Some(spec), true),
+        KeyHome::One(s) => Route::Remote(s),
+        KeyHome::Many => Route::Multi(spec),
     }
 }
 
@@ -885,18 +897,14 @@ impl<'a> Conn<'a> {
             return false;
         }
         let shard = self.shard;
-        // As `classify`: one shard owns every key; with more, the command has keys and all
-        // are this shard's, or has none.
-        let keyed = shard.n == 1 || {
-            let keys = spec.key_positions(args);
-            if !keys
-                .iter()
-                .all(|&i| route::shard_of(args[i], shard.n) == shard.id)
-            {
-                return false;
-            }
-            !keys.is_empty()
-        };
+        // As `classify`: one shard owns every key; with more, the command has none or all
+        // are this shard's.
+        let keyed = shard.n == 1
+            || match key_home(spec, args, shard.n) {
+                KeyHome::None => false,
+                KeyHome::One(s) if s == shard.id => true,
+                _ => return false,
+            };
         if !shard.locks.borrow().is_idle() {
             return false;
         }
@@ -907,8 +915,7 @@ impl<'a> Conn<'a> {
             }
             db.run_admitted(self.session, spec, args, &mut self.out);
         }
-        shard.wake_written(spec, args);
-        shard.after_writes();
+        shard.after_command(spec, args);
         if keyed {
             self.hops = 0;
         }
@@ -982,7 +989,7 @@ impl<'a> Conn<'a> {
         match classify(self.shard, self.session, args) {
             Route::Local(spec, keyed) => {
                 // EXEC outside MULTI and RESET have more to do than the store's answer.
-                if spec.is_some_and(|s| s.name == "exec" || s.name == "reset") {
+                if spec.is_some_and(|s| more_than_store(s.name)) {
                     return None;
                 }
                 let shard = self.shard;
@@ -2207,10 +2214,7 @@ impl<'a> Conn<'a> {
 
     /// Mirrors session changes that CLIENT LIST shows into the registry (rare commands only).
     fn after_session_change(&self, spec: Option<&commands::CommandSpec>) {
-        if matches!(
-            spec.map(|s| s.name),
-            Some("select" | "reset" | "hello" | "client" | "move")
-        ) {
+        if spec.is_some_and(|s| changes_session(s.name)) {
             self.mirror_session();
         }
     }

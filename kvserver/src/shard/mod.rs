@@ -420,9 +420,17 @@ impl Shard {
         out: &mut Vec<u8>,
     ) {
         self.db.borrow_mut().dispatch_spec(session, spec, args, out);
-        if let Some(spec) = spec {
-            self.wake_written(spec, args);
+        match spec {
+            Some(spec) => self.after_command(spec, args),
+            None => self.after_writes(),
         }
+    }
+
+    /// What follows a command run on the store: the clients blocked on the keys it wrote
+    /// served, then the keyspace events raised published.
+    #[inline]
+    pub fn after_command(&self, spec: &'static commands::CommandSpec, args: &[&[u8]]) {
+        self.wake_written(spec, args);
         self.after_writes();
     }
 
