@@ -44,6 +44,7 @@ pub mod keyspace;
 pub mod lazyfree;
 pub mod list;
 pub mod listpack;
+pub mod lzf;
 pub mod num;
 pub mod persist;
 pub mod rdb;

@@ -83,6 +83,21 @@ pub struct Limits {
 // Writing
 // ---------------------------------------------------------------------------------------------
 
+/// Appends an RDB length to `out`.
+fn length(out: &mut Vec<u8>, n: u64) {
+    if n < 1 << 6 {
+        out.push(n as u8);
+    } else if n < 1 << 14 {
+        out.extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]);
+    } else if n <= u64::from(u32::MAX) {
+        out.push(0x80);
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+}
+
 /// Appends RDB pieces to a buffer.
 #[derive(Debug, Default)]
 pub struct Writer {
@@ -106,18 +121,7 @@ impl Writer {
 
     /// A length.
     pub fn length(&mut self, n: u64) {
-        if n < 1 << 6 {
-            self.out.push(n as u8);
-        } else if n < 1 << 14 {
-            self.out
-                .extend_from_slice(&[0x40 | (n >> 8) as u8, n as u8]);
-        } else if n <= u64::from(u32::MAX) {
-            self.out.push(0x80);
-            self.out.extend_from_slice(&(n as u32).to_be_bytes());
-        } else {
-            self.out.push(0x81);
-            self.out.extend_from_slice(&n.to_be_bytes());
-        }
+        length(&mut self.out, n);
     }
 
     /// An integer in the shortest integer string encoding, if it fits one (`i32`).
@@ -145,15 +149,21 @@ impl Writer {
                 }
             }
         }
+        // As Redis: compressed when that saves at least 4 bytes.
         if self.compress && s.len() > 20 {
-            if let Ok(packed) = lzf::compress(s) {
-                if packed.len() + 4 <= s.len() {
-                    self.out.push(0xC0 | ENC_LZF);
-                    self.length(packed.len() as u64);
-                    self.length(s.len() as u64);
-                    self.out.extend_from_slice(&packed);
-                    return;
+            let out = &mut self.out;
+            let packed = crate::lzf::with(|c| match c.compress(s, s.len() - 4) {
+                Some(packed) => {
+                    out.push(0xC0 | ENC_LZF);
+                    length(out, packed.len() as u64);
+                    length(out, s.len() as u64);
+                    out.extend_from_slice(packed);
+                    true
                 }
+                None => false,
+            });
+            if packed {
+                return;
             }
         }
         self.length(s.len() as u64);
