@@ -102,6 +102,7 @@ impl<L: Link> Dict<L> {
                 return 0;
             }
             let m0 = (size0 - 1) as u64;
+            prefetch_ahead(t0, v, m0, a);
             visit_mut(t0, v & m0, a, &mut f);
             return next_cursor(v, m0);
         }
@@ -265,6 +266,36 @@ fn visit_mut<L: Link>(
     }
 }
 
+/// Cursors ahead of the one being visited whose bucket slot is prefetched.
+const SLOT_AHEAD: u64 = 16;
+/// Cursors ahead whose first entry is prefetched (its slot was prefetched earlier).
+const ENTRY_AHEAD: u64 = 8;
+
+/// Starts loading what a walk in cursor order (a snapshot's, scanning `table` call after call)
+/// reads next: the bucket slot [`SLOT_AHEAD`] cursors on and the first entry of the bucket
+/// [`ENTRY_AHEAD`] cursors on. Cursor order jumps across the table, so each bucket and each entry
+/// is otherwise a cache and TLB miss the walk waits for, one after the other. (Near the last
+/// cursor the look-ahead wraps to the first ones: a wasted hint, nothing more.)
+fn prefetch_ahead<L: Link>(table: &[Option<L>], v: u64, mask: u64, a: &L::Arena) {
+    let at = |k| (cursor_ahead(v, mask, k) & mask) as usize;
+    if let Some(slot) = table.get(at(SLOT_AHEAD)) {
+        super::prefetch(std::ptr::from_ref(slot).cast());
+    }
+    if let Some(Some(head)) = table.get(at(ENTRY_AHEAD)) {
+        head.prefetch(a);
+    }
+}
+
+/// The cursor `k` steps of [`next_cursor`] after `v` (cyclically: the walk's end wraps to its
+/// start), in its bits selected by `mask` (`2^b - 1`): one addition on the reversed bits.
+fn cursor_ahead(v: u64, mask: u64, k: u64) -> u64 {
+    let bits = mask.count_ones();
+    if bits == 0 {
+        return 0;
+    }
+    ((v & mask).reverse_bits().wrapping_add(k << (64 - bits))).reverse_bits() & mask
+}
+
 /// Increments the bits of `v` selected by `mask` as a reversed number, clearing the others.
 fn next_cursor(v: u64, mask: u64) -> u64 {
     (v | !mask).reverse_bits().wrapping_add(1).reverse_bits()
@@ -281,4 +312,28 @@ fn splitmix64(state: &mut u64) -> u64 {
 /// Maps a uniform `x` to `0..n` (Lemire's multiply-shift).
 fn below(x: u64, n: usize) -> usize {
     ((u128::from(x) * n as u128) >> 64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_ahead_is_next_cursor_repeated() {
+        for bits in [0, 1, 3, 10] {
+            let mask = (1u64 << bits) - 1;
+            for v in 0..=mask {
+                let mut c = v;
+                // Past the end of the walk too (next_cursor gives 0, then starts again).
+                for k in 0..40 {
+                    assert_eq!(
+                        cursor_ahead(v, mask, k),
+                        c & mask,
+                        "bits {bits} v {v} k {k}"
+                    );
+                    c = next_cursor(c, mask);
+                }
+            }
+        }
+    }
 }

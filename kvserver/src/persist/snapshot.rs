@@ -122,12 +122,19 @@ pub async fn write_as(
     });
     let (done_tx, done_rx) = oneshot::channel();
     let writer_flow = flow.clone();
+    // An AOF base (its aux fields say so, or it is commands) follows the AOF rewrite's setting.
+    let rewrite = commands || aux.iter().any(|(k, _)| *k == "aof-base");
+    let autosync = shard.db.borrow().config.get(if rewrite {
+        "aof-rewrite-incremental-fsync"
+    } else {
+        "rdb-save-incremental-fsync"
+    }) == Some("yes");
     std::thread::Builder::new()
         .name("rdb-writer".into())
         .spawn(move || {
             lowest_priority();
             let r = match target {
-                Target::File(path) => write_file(&path, rx, n, commands, &writer_flow),
+                Target::File(path) => write_file(&path, rx, n, commands, autosync, &writer_flow),
                 Target::Socket(out, _) => send_pieces(rx, n, &writer_flow, out),
             };
             writer_flow.failed.store(r.is_err(), Ordering::Relaxed);
@@ -327,11 +334,75 @@ fn send_pieces(
 
 /// The writer thread: the pieces into a temporary file, then the file into place. Returns the
 /// file's size.
+/// Bytes written between two steps of [`IncrementalSync`] (Redis's `REDIS_AUTOSYNC_BYTES`).
+const AUTOSYNC_BYTES: u64 = 4 << 20;
+
+/// `rdb-save-incremental-fsync` / `aof-rewrite-incremental-fsync`, as Redis does them: after
+/// every [`AUTOSYNC_BYTES`], start the writeback of what was just written and wait for the
+/// writeback of the range before it. The kernel then never holds more than a few megabytes of
+/// the file dirty, instead of the whole file, flushed at once by the final sync (or by the
+/// kernel's flusher threads, on whatever core they find, the shards' included).
+#[derive(Default)]
+struct IncrementalSync {
+    /// Where the range whose writeback was started last begins, and where it ends.
+    started: (u64, u64),
+}
+
+impl IncrementalSync {
+    /// Called with the bytes written so far (some perhaps still in `f`'s buffer).
+    fn wrote(
+        &mut self,
+        f: &mut std::io::BufWriter<std::fs::File>,
+        bytes: u64,
+    ) -> std::io::Result<()> {
+        let (from, to) = self.started;
+        if bytes - to < AUTOSYNC_BYTES {
+            return Ok(());
+        }
+        f.flush()?;
+        let file = f.get_ref();
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let range = |start: u64, end: u64, flags: libc::c_uint| {
+                // SAFETY: sync_file_range takes a descriptor we own and plain integers.
+                let r = unsafe {
+                    libc::sync_file_range(
+                        file.as_raw_fd(),
+                        start as i64,
+                        (end - start) as i64,
+                        flags,
+                    )
+                };
+                if r == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            };
+            range(to, bytes, libc::SYNC_FILE_RANGE_WRITE)?;
+            if to > from {
+                range(
+                    from,
+                    to,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                )?;
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        file.sync_data()?;
+        self.started = (to, bytes);
+        Ok(())
+    }
+}
+
 fn write_file(
     path: &Path,
     rx: mpsc::Receiver<Piece>,
     shards: usize,
     commands: bool,
+    autosync: bool,
     flow: &Flow,
 ) -> Result<u64, String> {
     let dir = super::dir_of_file(path);
@@ -340,12 +411,16 @@ fn write_file(
         let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&tmp)?);
         let mut digest = rdb::file_digest();
         let mut bytes = 0u64;
+        let mut sync = autosync.then(IncrementalSync::default);
         let complete = in_order(rx, shards, |b, record| {
             digest.update(&b);
             bytes += b.len() as u64;
             f.write_all(&b)?;
             if record {
                 flow.in_flight.fetch_sub(b.len(), Ordering::Relaxed);
+            }
+            if let Some(s) = sync.as_mut() {
+                s.wrote(&mut f, bytes)?;
             }
             Ok(())
         })?;
@@ -373,4 +448,44 @@ fn write_file(
         let _ = std::fs::remove_file(&tmp);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn incremental_sync_follows_the_file_and_keeps_its_bytes() {
+        let dir = std::env::temp_dir().join(format!("kv-autosync-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        let mut f =
+            std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
+        let mut sync = IncrementalSync::default();
+        let piece: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let mut bytes = 0u64;
+        let mut steps = Vec::new();
+        for _ in 0..50 {
+            f.write_all(&piece).unwrap();
+            bytes += piece.len() as u64;
+            sync.wrote(&mut f, bytes).unwrap();
+            if steps.last() != Some(&sync.started) {
+                steps.push(sync.started);
+            }
+        }
+        f.flush().unwrap();
+        // A step each time AUTOSYNC_BYTES more were written, ranges back to back from 0.
+        let want = (bytes / AUTOSYNC_BYTES) as usize;
+        assert!(steps.len() == want + 1 || steps.len() == want, "{steps:?}");
+        let mut end = 0;
+        for &(from, to) in steps.iter().skip(1) {
+            assert_eq!(from, end);
+            assert!(to - from >= AUTOSYNC_BYTES && to - from < AUTOSYNC_BYTES + piece.len() as u64);
+            end = to;
+        }
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len() as u64, bytes);
+        assert!(back.chunks(piece.len()).all(|c| c == piece.as_slice()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
