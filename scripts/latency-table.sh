@@ -4,7 +4,9 @@
 # each round and the medians of p50/p95/p99/p99.9 per workload and server.
 # usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the growth workload: GROWTH_KEYS SETs
 # of new keys, default 5000000; the issue's bar is GROWTH_KEYS=10000000; REDIS_SERVER=PATH picks the
-# redis-server binary, default the one on PATH)
+# redis-server binary, default the one on PATH; PERSIST=default runs both servers with their own
+# default save policy (Redis 7's `3600 1 300 100 60 10000`, as a new user gets it; each server
+# writes into its own directory under the run's temporary one) instead of `--save ''`)
 # Run from the project's root after `cargo build --release -p kvserver -p kvbench`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +35,10 @@ server_side() { # port pid before -> one line of evidence
   events=$(redis-cli -p "$1" latency latest | grep -v '^$' | paste -d' ' - - - - \
     | awk '{printf "%s%s max %s ms", (NR>1?", ":""), $1, $4} END{if (NR==0) printf "nothing took 1 ms or more"}')
   read -r d0 n0 s0 <<<"$3"; read -r d1 n1 s1 <<<"$after"
-  echo "monitor: $events; waited for the CPU $(( (d1 - d0) / 1000000 )) ms, preempted $((n1 - n0)) times; steal on CPU 0 $(( (s1 - s0) * 1000 / $(getconf CLK_TCK) )) ms"
+  local saves
+  saves=$(redis-cli -p "$1" info persistence | tr -d '\r' \
+    | awk -F: '$1=="rdb_saves"{s=$2} $1=="latest_fork_usec"{f=$2} END{printf "%s saves", s+0; if (f != "") printf " (last fork %s us)", f}')
+  echo "monitor: $events; $saves; waited for the CPU $(( (d1 - d0) / 1000000 )) ms, preempted $((n1 - n0)) times; steal on CPU 0 $(( (s1 - s0) * 1000 / $(getconf CLK_TCK) )) ms"
 }
 workloads=(
   "get-P1-50k:-t get -r 1000 -c 50 -P 1 --rate 50000 -n 500000"
@@ -48,8 +53,12 @@ for r in $(seq "$ROUNDS"); do
     order="ours redis"; [ $((r % 2)) = 0 ] && order="redis ours"
     for s in $order; do
       # A fresh server per run, so the growth workload starts from an empty keyspace.
-      if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1 --save ''; port=7481
-      else start redis 7482 "${REDIS_SERVER:-redis-server}" --port 7482 --save '' --appendonly no; port=7482; fi
+      persist=(--save '')
+      if [ "${PERSIST:-off}" = default ]; then
+        rm -rf "$tmp/dir-$s"; mkdir -p "$tmp/dir-$s"; persist=(--dir "$tmp/dir-$s")
+      fi
+      if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1 "${persist[@]}"; port=7481
+      else start redis 7482 "${REDIS_SERVER:-redis-server}" --port 7482 "${persist[@]}" --appendonly no; port=7482; fi
       pid=$(tail -1 "$tmp/pids")
       redis-cli -p $port config set latency-monitor-threshold 1 >/dev/null
       before=$(sched_counters "$pid")

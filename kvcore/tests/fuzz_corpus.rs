@@ -6,6 +6,7 @@ mod coll_ops;
 mod db_model;
 mod dict_model;
 mod lp_model;
+mod lzf_check;
 mod parse_alloc;
 mod zset_model;
 
@@ -151,4 +152,9 @@ fn coll_ops_corpus_keeps_the_views_consistent() {
 #[test]
 fn coll_ops_random_inputs_keep_the_views_consistent() {
     random_inputs(0x636f_6c6c_6f70_7321, 300, 600, coll_ops::check_ops);
+}
+
+#[test]
+fn lzf_corpus_compresses_within_its_limits_and_round_trips() {
+    replay("lzf", 6, lzf_check::check);
 }
