@@ -3,8 +3,9 @@
 //!
 //! Why not the `lzf` crate's `compress`: it zeroes a fresh 512 KiB hash table on every call
 //! (`lzf-rust` a 256 KiB one on the stack), so compressing a 64-byte value cost about as much
-//! as a memset of half a megabyte. A snapshot compresses every string value it writes: under a
-//! 100k SET/s growth run that memset took 60% of the shard's time. Here each thread keeps one
+//! as a memset of half a megabyte. A snapshot compresses every string over 20 bytes it writes: under a
+//! 100k SET/s growth run that memset took 60% of the shard's time. (Redis compresses strings
+//! over 20 bytes, so redis-benchmark's default 3-byte values never showed it.) Here each thread keeps one
 //! table, and a call empties it in O(1) by raising the base its entries are stored above, so a
 //! call costs O(input).
 //!
@@ -28,6 +29,9 @@ const MAX_OFF: usize = 1 << 13;
 const MAX_REF: usize = (1 << 8) + (1 << 3);
 /// Bits of the hash table index (liblzf's `HLOG`).
 const HLOG: u32 = 16;
+/// Output buffer capacity kept between calls: a thread that once compressed a large string
+/// does not hold its size for good.
+const KEEP_OUT: usize = 1 << 20;
 
 /// An LZF compressor, one per thread ([`with`]): its table and output buffer serve every call.
 #[derive(Debug, Default)]
@@ -51,10 +55,15 @@ pub fn with<R>(f: impl FnOnce(&mut Compressor) -> R) -> R {
 }
 
 impl Compressor {
-    /// `input` compressed as liblzf's `lzf_compress(input, n, out, limit)` with a zeroed table
-    /// compresses it (Redis's RDB strings use `limit` = n - 4), or `None` where that returns 0:
-    /// the result would not fit in `limit` bytes. The slice lives until the next call.
-    pub fn compress(&mut self, input: &[u8], limit: usize) -> Option<&[u8]> {
+    /// Hands `take` `input` compressed as liblzf's `lzf_compress(input, n, out, limit)` with a
+    /// zeroed table compresses it (Redis's RDB strings use `limit` = n - 4), and returns what
+    /// `take` returns; `None` where liblzf returns 0: the result would not fit in `limit` bytes.
+    pub fn compress<R>(
+        &mut self,
+        input: &[u8],
+        limit: usize,
+        take: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         let n = input.len();
         // Positions go into the table as u32; a longer string is kept as it is.
         if n == 0 || limit == 0 || n >= (u32::MAX / 2) as usize {
@@ -71,7 +80,12 @@ impl Compressor {
         }
         let fits = self.encode(input, limit);
         self.base += n as u32 + 1;
-        fits.then_some(self.out.as_slice())
+        let r = fits.then(|| take(&self.out));
+        // The buffer stays for the next string, unless a large one made it large.
+        if self.out.capacity() > KEEP_OUT {
+            self.out = Vec::new();
+        }
+        r
     }
 
     /// liblzf's loop (VERY_FAST, HLOG 16), writing `self.out`; false where it gives up.
@@ -198,9 +212,7 @@ mod tests {
 
     /// Compresses with room for any input and checks the round trip; the compressed length.
     fn round_trip(c: &mut Compressor, input: &[u8]) -> Option<usize> {
-        let packed = c
-            .compress(input, input.len() + input.len() / 32 + 4)?
-            .to_vec();
+        let packed = c.compress(input, input.len() + input.len() / 32 + 4, <[u8]>::to_vec)?;
         let back = lzf::decompress(&packed, input.len()).expect("our stream decompresses");
         assert_eq!(back, input);
         Some(packed.len())
@@ -221,7 +233,7 @@ mod tests {
         ];
         let mut c = Compressor::default();
         for (input, want) in &cases {
-            let got = c.compress(input, input.len() - 4).map(<[u8]>::to_vec);
+            let got = c.compress(input, input.len() - 4, <[u8]>::to_vec);
             assert_eq!(got.as_deref(), Some(*want));
         }
     }
@@ -249,11 +261,28 @@ mod tests {
         let noise: Vec<u8> = (0..64u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
             .collect();
-        assert!(c.compress(&noise, noise.len() - 4).is_none());
-        assert!(c.compress(b"", 10).is_none());
+        assert!(c
+            .compress(&noise, noise.len() - 4, <[u8]>::to_vec)
+            .is_none());
+        assert!(c.compress(b"", 10, <[u8]>::to_vec).is_none());
         let x = vec![b'x'; 40];
-        let packed = c.compress(&x, 36).expect("compresses").to_vec();
+        let packed = c.compress(&x, 36, <[u8]>::to_vec).expect("compresses");
         assert_eq!(lzf::decompress(&packed, 40).unwrap(), x);
+    }
+
+    #[test]
+    fn a_large_output_buffer_is_not_kept() {
+        let mut c = Compressor::default();
+        let big = vec![b'z'; 3 << 20];
+        round_trip(&mut c, &big).expect("compresses");
+        let noise: Vec<u8> = (0..(2u32 << 20))
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+            .collect();
+        assert!(c
+            .compress(&noise, noise.len() + 100_000, |p| p.len())
+            .is_some());
+        assert!(c.out.capacity() <= KEEP_OUT, "{}", c.out.capacity());
+        round_trip(&mut c, b"abcabcabcabcabcabcabcabcabc").expect("compresses");
     }
 
     #[test]
@@ -280,14 +309,14 @@ mod tests {
             for part in [&input[..input.len() / 2], &input[..], &input[..input.len() / 3]] {
                 let got = round_trip(&mut c, part);
                 prop_assert_eq!(got.is_none(), part.is_empty());
-                let again = Compressor::default().compress(part, part.len() + 64).map(<[u8]>::to_vec);
-                prop_assert_eq!(c.compress(part, part.len() + 64).map(<[u8]>::to_vec), again);
+                let again = Compressor::default().compress(part, part.len() + 64, <[u8]>::to_vec);
+                let full = c.compress(part, part.len() + 64, <[u8]>::to_vec);
+                prop_assert_eq!(&full, &again);
                 // Under a tighter limit: the same bytes, or nothing; never more than the limit.
                 let limit = part.len().saturating_sub(limit_cut);
-                let full = c.compress(part, part.len() + 64).map(<[u8]>::to_vec);
-                if let Some(tight) = c.compress(part, limit) {
+                if let Some(tight) = c.compress(part, limit, <[u8]>::to_vec) {
                     prop_assert!(tight.len() <= limit);
-                    prop_assert_eq!(Some(tight.to_vec()), full);
+                    prop_assert_eq!(Some(tight), full);
                 }
             }
         }

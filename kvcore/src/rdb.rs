@@ -152,17 +152,15 @@ impl Writer {
         // As Redis: compressed when that saves at least 4 bytes.
         if self.compress && s.len() > 20 {
             let out = &mut self.out;
-            let packed = crate::lzf::with(|c| match c.compress(s, s.len() - 4) {
-                Some(packed) => {
+            let packed = crate::lzf::with(|c| {
+                c.compress(s, s.len() - 4, |packed| {
                     out.push(0xC0 | ENC_LZF);
                     length(out, packed.len() as u64);
                     length(out, s.len() as u64);
                     out.extend_from_slice(packed);
-                    true
-                }
-                None => false,
+                })
             });
-            if packed {
+            if packed.is_some() {
                 return;
             }
         }

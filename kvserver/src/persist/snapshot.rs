@@ -332,8 +332,6 @@ fn send_pieces(
     Ok(bytes)
 }
 
-/// The writer thread: the pieces into a temporary file, then the file into place. Returns the
-/// file's size.
 /// Bytes written between two steps of [`IncrementalSync`] (Redis's `REDIS_AUTOSYNC_BYTES`).
 const AUTOSYNC_BYTES: u64 = 4 << 20;
 
@@ -397,6 +395,8 @@ impl IncrementalSync {
     }
 }
 
+/// The writer thread: the pieces into a temporary file (synced as it grows when `autosync`),
+/// then the file into place. Returns the file's size.
 fn write_file(
     path: &Path,
     rx: mpsc::Receiver<Piece>,
