@@ -531,7 +531,10 @@ pub async fn rewrite(shard: &Shard, start: bool) -> Result<(), String> {
     let aux = vec![("redis-bits", b"64".to_vec()), ("aof-base", b"1".to_vec())];
     let written = super::snapshot::write_as(
         shard,
-        super::snapshot::Target::File(dir.join(&new_base)),
+        super::snapshot::Target::File(
+            dir.join(&new_base),
+            super::snapshot::incremental(shard, "aof-rewrite-incremental-fsync"),
+        ),
         aux,
         super::Cut::Release,
         !preamble,

@@ -76,8 +76,10 @@ pub enum Cut {
 
 /// Where a snapshot goes.
 pub enum Target {
-    /// An RDB file (or an AOF base of commands), put in place when complete.
-    File(PathBuf),
+    /// An RDB file (or an AOF base of commands), put in place when complete; synced as it
+    /// grows when the flag says so ([`IncrementalSync`], from the setting [`incremental`]
+    /// reads).
+    File(PathBuf, bool),
     /// The RDB bytes, in order, to a replica's connection: each piece with the bytes to give
     /// back to the flow count (`in_flight`) once it is written.
     Socket(
@@ -95,7 +97,14 @@ pub async fn write(
     cut: Cut,
     on_cut: impl FnOnce(),
 ) -> Result<Written, String> {
-    write_as(shard, Target::File(path), aux, cut, false, on_cut).await
+    let sync = incremental(shard, "rdb-save-incremental-fsync");
+    write_as(shard, Target::File(path, sync), aux, cut, false, on_cut).await
+}
+
+/// Whether the yes/no setting `name` (`rdb-save-incremental-fsync`, or
+/// `aof-rewrite-incremental-fsync` for an AOF base) asks for a file synced as it grows.
+pub fn incremental(shard: &Shard, name: &str) -> bool {
+    shard.db.borrow().config.get(name) == Some("yes")
 }
 
 /// [`write`] of an RDB file, or (`commands`) of the commands that recreate every key (an AOF
@@ -116,25 +125,20 @@ pub async fn write_as(
     let flow = Arc::new(Flow {
         in_flight: match &target {
             Target::Socket(_, counted) => counted.clone(),
-            Target::File(_) => Arc::default(),
+            Target::File(..) => Arc::default(),
         },
         failed: AtomicBool::new(false),
     });
     let (done_tx, done_rx) = oneshot::channel();
     let writer_flow = flow.clone();
-    // An AOF base (its aux fields say so, or it is commands) follows the AOF rewrite's setting.
-    let rewrite = commands || aux.iter().any(|(k, _)| *k == "aof-base");
-    let autosync = shard.db.borrow().config.get(if rewrite {
-        "aof-rewrite-incremental-fsync"
-    } else {
-        "rdb-save-incremental-fsync"
-    }) == Some("yes");
     std::thread::Builder::new()
         .name("rdb-writer".into())
         .spawn(move || {
             lowest_priority();
             let r = match target {
-                Target::File(path) => write_file(&path, rx, n, commands, autosync, &writer_flow),
+                Target::File(path, autosync) => {
+                    write_file(&path, rx, n, commands, autosync, &writer_flow)
+                }
                 Target::Socket(out, _) => send_pieces(rx, n, &writer_flow, out),
             };
             writer_flow.failed.store(r.is_err(), Ordering::Relaxed);

@@ -249,7 +249,10 @@ async fn snapshot_to(
         let path = dir.join(format!("temp-repl-{}-{id}.rdb", std::process::id()));
         let snapshot = write_snapshot(
             shard,
-            Target::File(path.clone()),
+            Target::File(
+                path.clone(),
+                crate::persist::snapshot::incremental(shard, "rdb-save-incremental-fsync"),
+            ),
             crate::persist::aux_fields(),
             Cut::Lock,
             false,
