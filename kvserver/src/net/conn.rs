@@ -2365,10 +2365,21 @@ async fn write_out(
             "closing client that reached the output buffer hard limit",
         ));
     }
-    if limit.soft > 0 && out.len() as u64 > limit.soft {
+    // Most replies fit in the socket's send buffer: one `send` and no write future. What it
+    // leaves is written as before.
+    use std::io::ErrorKind as IoKind;
+    let sent = match stream.try_write(out) {
+        Ok(n) => n,
+        Err(e) if matches!(e.kind(), IoKind::WouldBlock | IoKind::Interrupted) => 0,
+        Err(e) => return Err(e),
+    };
+    let rest = &out[sent..];
+    if rest.is_empty() {
+        // All of it went.
+    } else if limit.soft > 0 && out.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
         // Boxed: the timer is large and this path rare.
-        Box::pin(tokio::time::timeout(secs, stream.write_all(out)))
+        Box::pin(tokio::time::timeout(secs, stream.write_all(rest)))
             .await
             .map_err(|_| {
                 std::io::Error::other(
@@ -2376,7 +2387,7 @@ async fn write_out(
                 )
             })??;
     } else {
-        stream.write_all(out).await?;
+        stream.write_all(rest).await?;
     }
     out.clear();
     Ok(())
@@ -2425,7 +2436,9 @@ async fn read_idle(
     loop {
         // (Most clients have no mailbox: their wait is the socket's alone, one future less.)
         if mailbox.is_none() {
-            stream.readable().await?;
+            // `poll_read_ready` waits in the socket's one reader slot: no waiter list node to
+            // link and unlink, as `readable()` has.
+            std::future::poll_fn(|cx| stream.poll_read_ready(cx)).await?;
         } else if !ready(stream, &mailbox).await? {
             return Ok(Woke::Mail);
         }
