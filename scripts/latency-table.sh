@@ -4,8 +4,9 @@
 # each round and the medians of p50/p95/p99/p99.9 per workload and server.
 # usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the growth workload: GROWTH_KEYS SETs
 # of new keys, default 5000000; the issue's bar is GROWTH_KEYS=10000000; REDIS_SERVER=PATH picks the
-# redis-server binary, default the one on PATH; PERSIST=default runs both servers with their own
-# default save policy (Redis 7's `3600 1 300 100 60 10000`, as a new user gets it; each server
+# redis-server binary, default the one on PATH; KVSERVER=PATH picks ours, default
+# target/release/kvserver, e.g. to compare two builds; PERSIST=default runs both servers with their
+# own default save policy (Redis 7's `3600 1 300 100 60 10000`, as a new user gets it; each server
 # writes into its own directory under the run's temporary one) instead of `--save ''`)
 # Run from the project's root after `cargo build --release -p kvserver -p kvbench`.
 set -euo pipefail
@@ -57,7 +58,7 @@ for r in $(seq "$ROUNDS"); do
       if [ "${PERSIST:-off}" = default ]; then
         rm -rf "$tmp/dir-$s"; mkdir -p "$tmp/dir-$s"; persist=(--dir "$tmp/dir-$s")
       fi
-      if [ $s = ours ]; then start ours 7481 target/release/kvserver --port 7481 --threads 1 "${persist[@]}"; port=7481
+      if [ $s = ours ]; then start ours 7481 "${KVSERVER:-target/release/kvserver}" --port 7481 --threads 1 "${persist[@]}"; port=7481
       else start redis 7482 "${REDIS_SERVER:-redis-server}" --port 7482 "${persist[@]}" --appendonly no; port=7482; fi
       pid=$(tail -1 "$tmp/pids")
       redis-cli -p $port config set latency-monitor-threshold 1 >/dev/null
