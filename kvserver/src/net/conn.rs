@@ -2365,8 +2365,7 @@ async fn write_out(
             "closing client that reached the output buffer hard limit",
         ));
     }
-    // Most replies fit in the socket's send buffer: one `send` and no write future. What it
-    // leaves is written as before.
+    // Most replies fit in the socket's send buffer: one `send` and no write future.
     use std::io::ErrorKind as IoKind;
     let sent = match stream.try_write(out) {
         Ok(n) => n,
@@ -2375,8 +2374,12 @@ async fn write_out(
     };
     let rest = &out[sent..];
     if rest.is_empty() {
-        // All of it went.
-    } else if limit.soft > 0 && out.len() as u64 > limit.soft {
+        out.clear();
+        return Ok(());
+    }
+    // What the client has not taken yet is what the soft limit is about (Redis measures the
+    // reply bytes still pending).
+    if limit.soft > 0 && rest.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
         // Boxed: the timer is large and this path rare.
         Box::pin(tokio::time::timeout(secs, stream.write_all(rest)))
