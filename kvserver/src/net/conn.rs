@@ -2377,9 +2377,10 @@ async fn write_out(
         out.clear();
         return Ok(());
     }
-    // What the client has not taken yet is what the soft limit is about (Redis measures the
-    // reply bytes still pending).
-    if limit.soft > 0 && rest.len() as u64 > limit.soft {
+    // The soft limit is measured on the whole batch's replies, not on what the first send
+    // left: Redis checks its buffer as replies are added, before any of them is written, and
+    // a client that stops reading must not escape the limit because its socket took a part.
+    if limit.soft > 0 && out.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
         // Boxed: the timer is large and this path rare.
         Box::pin(tokio::time::timeout(secs, stream.write_all(rest)))
