@@ -135,6 +135,30 @@ impl Parser {
         })
     }
 
+    /// The multibulk command at the start of `buf` when it is complete, valid and has an
+    /// argument: the bytes it takes, its arguments appended to `args`. `None` for anything
+    /// else (an inline or incomplete command, a protocol error, `*0`), with `args` as it was:
+    /// [`Parser::parse_into`] decides those. What this accepts, `parse_into` parses the same
+    /// way; unlike it, this borrows the parser shared, so that a caller can parse several
+    /// commands ahead of running them and keep all their arguments in one vector.
+    pub fn parse_ahead<'b, A: smallvec::Array<Item = &'b [u8]>>(
+        &self,
+        buf: &'b [u8],
+        args: &mut SmallVec<A>,
+    ) -> Option<usize> {
+        if buf.first() != Some(&b'*') {
+            return None;
+        }
+        let mark = args.len();
+        match parse_multibulk(&self.limits, buf, args) {
+            Ok(Status::Command { consumed }) if args.len() > mark => Some(consumed),
+            _ => {
+                args.truncate(mark);
+                None
+            }
+        }
+    }
+
     /// [`Parser::parse`] writing the arguments into `args` (cleared first), which holds them
     /// only when the result is [`Status::Command`]. The hot path's form: the arguments are
     /// written where the caller keeps them, never moved (an `Args` is about 270 bytes).
@@ -205,10 +229,10 @@ impl Parser {
     clippy::unwrap_used,
     clippy::arithmetic_side_effects
 )]
-fn parse_multibulk<'a>(
+fn parse_multibulk<'a, A: smallvec::Array<Item = &'a [u8]>>(
     limits: &Limits,
     buf: &'a [u8],
-    args: &mut Args<'a>,
+    args: &mut SmallVec<A>,
 ) -> Result<Status, ProtocolError> {
     let incomplete = |hint| Ok(Status::Incomplete { hint });
     let (count, mut pos) = match quick_header(buf, 0, limits.max_inline_len) {
@@ -1019,6 +1043,70 @@ mod tests {
             b"*01\r\n$4\r\nPING\r\n",
         ] {
             assert_eq!(peek_command(odd, 64 * 1024, &mut [(0, 0); 3]), None);
+        }
+    }
+
+    #[test]
+    fn parse_ahead_reads_what_parse_into_reads_or_nothing() {
+        // Every prefix of commands in every form: where the look ahead reads a command, the
+        // parser reads the same one; it reads every complete everyday command; the rest
+        // (inline, incomplete, errors, `*0`) it leaves alone.
+        let mut buf = Vec::new();
+        for c in [
+            &[&b"SET"[..], b"key:1", b"value"][..],
+            &[b"GET", b""],
+            &[b"LPUSH", &[b'x'; 300], b"\r\n"],
+        ] {
+            buf.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
+            for a in c {
+                buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                buf.extend_from_slice(a);
+                buf.extend_from_slice(b"\r\n");
+            }
+        }
+        let everyday = buf.len();
+        buf.extend_from_slice(b"*0\r\nPING x\r\n*01\r\n$4\r\nPING\r\n*1\r\n+PING\r\n$-1\r\n");
+        let limits = Limits {
+            max_bulk_len: 200,
+            ..Limits::default()
+        };
+        let mut parser = Parser::new(limits);
+        let mut pos = 0;
+        while pos < buf.len() {
+            for cut in pos..=buf.len() {
+                let window = &buf[pos..cut];
+                // Appended after what the vector holds, which stays.
+                let mut ahead: SmallVec<[&[u8]; 4]> = SmallVec::new();
+                ahead.push(b"before");
+                let got = parser.parse_ahead(window, &mut ahead);
+                assert_eq!(ahead[0], b"before");
+                let ahead: Vec<Vec<u8>> = ahead[1..].iter().map(|a| a.to_vec()).collect();
+                let mut args = Args::new();
+                let r = parser.parse_into(window, &mut args);
+                match got {
+                    Some(n) => {
+                        assert_eq!(r, Ok(Status::Command { consumed: n }));
+                        assert_eq!(ahead, args.to_vec());
+                    }
+                    None => {
+                        assert!(ahead.is_empty());
+                        // Complete everyday multibulk commands are the look ahead's to read
+                        // (an inline command is not: stepping past an error lands in one).
+                        if let Ok(Status::Command { .. }) = r {
+                            assert!(
+                                args.is_empty() || window[0] != b'*' || pos >= everyday,
+                                "left {:?}",
+                                String::from_utf8_lossy(window)
+                            );
+                        }
+                    }
+                }
+            }
+            let mut args = Args::new();
+            pos += match parser.parse_into(&buf[pos..], &mut args) {
+                Ok(Status::Command { consumed }) => consumed,
+                _ => 1,
+            };
         }
     }
 

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
-use kvcore::resp::parse::{peek_command, Args, Limits, Parser, Status};
+use kvcore::resp::parse::{Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
 use kvcore::telemetry::Outcome;
 use kvcore::Session;
@@ -326,6 +326,90 @@ struct Input {
     /// Bytes the parser needs before it can make progress.
     wait_for: usize,
     parser: Parser,
+}
+
+/// The commands of a read batch parsed ahead of running them: the everyday multibulk commands
+/// at the head of the unparsed input, up to [`Window::COMMANDS`] of them or about
+/// [`Window::ARGS`] arguments, parsed once, their arguments borrowing the read buffer; or, when
+/// the look ahead takes none (an inline, incomplete or malformed command), the one command the
+/// general parser reads. The CPU starts loading the window's keys before the first of them runs
+/// (see [`Window::prefetch`]).
+struct Window<'a> {
+    /// The arguments of the window's commands, one command after another.
+    args: SmallVec<[&'a [u8]; Window::ARGS]>,
+    /// Each command's end in the read buffer, first argument and argument count.
+    cmds: SmallVec<[(usize, u32, u32); Window::COMMANDS]>,
+}
+
+impl<'a> Window<'a> {
+    const COMMANDS: usize = 16;
+    const ARGS: usize = 48;
+
+    fn new() -> Self {
+        Window {
+            args: SmallVec::new(),
+            cmds: SmallVec::new(),
+        }
+    }
+
+    /// Parses the commands at `buf[pos..]` that the look ahead takes.
+    fn fill(&mut self, parser: &Parser, buf: &'a [u8], pos: usize) {
+        let mut at = pos;
+        while self.cmds.len() < Self::COMMANDS && self.args.len() < Self::ARGS {
+            let first = self.args.len();
+            let Some(consumed) = parser.parse_ahead(&buf[at..], &mut self.args) else {
+                break;
+            };
+            at += consumed;
+            self.cmds
+                .push((at, first as u32, (self.args.len() - first) as u32));
+        }
+    }
+
+    /// Has the CPU start loading the table entries of the window's keys (the first argument
+    /// of most commands), so that a pipeline's lookups wait for memory together rather than
+    /// one after another; for commands on a field or member of a big hash or set, its bucket
+    /// and chain too. Only windows naming two keys or more (a run on one key is one key), or
+    /// two members: one lookup has nothing to overlap with.
+    fn prefetch(&self, db: &kvcore::Db, dbi: usize) {
+        if self.cmds.len() < 2 {
+            return;
+        }
+        let mut keys: SmallVec<[&[u8]; Window::COMMANDS]> = SmallVec::new();
+        let mut members: SmallVec<[(&[u8], &[u8]); Window::COMMANDS]> = SmallVec::new();
+        for &(_, first, n) in &self.cmds {
+            let (first, n) = (first as usize, n as usize);
+            if n < 2 {
+                continue;
+            }
+            let key = self.args[first + 1];
+            // A run of commands on one key (a queue's pops, a counter) needs it once.
+            if !keys.last().is_some_and(|&last| likely_same(last, key)) {
+                keys.push(key);
+            }
+            if n >= 3 && names_member(self.args[first]) {
+                members.push((key, self.args[first + 2]));
+            }
+        }
+        if keys.len() >= 2 {
+            db.prefetch(dbi, &keys);
+        }
+        if members.len() >= 2 {
+            db.prefetch_members(dbi, &members);
+        }
+    }
+}
+
+/// Whether two keys are probably the same, for a hint: the same length and the same last
+/// eight bytes (all of them when shorter), without a call to `memcmp`. Keys that differ only
+/// before their tail (`user:1:name`, `user:2:name`) pass for one: a lost hint, nothing more.
+#[inline]
+fn likely_same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && match (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        }
 }
 
 /// Where the bytes of a MULTI command (`*1\r\n$5\r\nMULTI\r\n`, any case) first start in
@@ -670,61 +754,6 @@ impl<'a> Conn<'a> {
         self.write_out(stream).await
     }
 
-    /// Looks over the complete commands waiting in `input` and has the CPU start loading the
-    /// table entries of their first arguments (the key of most commands), so that a pipeline's
-    /// lookups wait for memory together rather than one after another; for commands on a field
-    /// or member of a big hash or set, its bucket and chain too. Costs a second parse of the
-    /// batch; only multibulk batches naming two keys or more (a run on one key is one key), or
-    /// two members.
-    fn prefetch_keys(&self, input: &Input) {
-        const MAX: usize = 32;
-        let buf = &input.rbuf[input.start..input.end];
-        if buf.first() != Some(&b'*') {
-            return;
-        }
-        let max_inline = input.parser.limits().max_inline_len;
-        let mut spans: SmallVec<[(usize, usize); MAX]> = SmallVec::new();
-        let mut members: SmallVec<[(usize, usize, usize, usize); MAX]> = SmallVec::new();
-        let mut pos = 0;
-        for parsed in 0..MAX {
-            // Four commands on one key and no members: a pipeline on one key (a queue's pushes
-            // or pops), whose lookups need no help; stop paying for the look ahead.
-            if pos >= buf.len() || (parsed == 4 && spans.len() < 2 && members.is_empty()) {
-                break;
-            }
-            // The name, the key, and a member or field.
-            let mut first = [(0, 0); 3];
-            let Some((consumed, count)) = peek_command(&buf[pos..], max_inline, &mut first) else {
-                break;
-            };
-            let [name, key, member] = first.map(|(at, n)| (pos + at, n));
-            if count >= 2 {
-                // A run of commands on one key (a queue's pops, a counter) needs it once.
-                let same = |&(at, n): &(usize, usize)| buf[at..at + n] == buf[key.0..key.0 + n];
-                if !spans.last().is_some_and(|l| l.1 == key.1 && same(l)) {
-                    spans.push(key);
-                }
-                if count >= 3 && names_member(&buf[name.0..name.0 + name.1]) {
-                    members.push((key.0, key.1, member.0, member.1));
-                }
-            }
-            pos += consumed;
-        }
-        if spans.len() < 2 && members.len() < 2 {
-            return;
-        }
-        let keys: SmallVec<[&[u8]; MAX]> = spans.iter().map(|&(at, n)| &buf[at..at + n]).collect();
-        let db = self.shard.db.borrow();
-        db.prefetch(self.session.db, &keys);
-        if members.len() >= 2 {
-            let pairs: SmallVec<[(&[u8], &[u8]); MAX]> = members
-                .iter()
-                .map(|&(k, kn, m, mn)| (&buf[k..k + kn], &buf[m..m + mn]))
-                .collect();
-            db.prefetch_members(self.session.db, &pairs);
-        }
-    }
-
     /// Parses and runs the commands of `input`: how many ran, or `None` when the connection
     /// must close after the replies are written.
     async fn serve_batch(
@@ -733,139 +762,170 @@ impl<'a> Conn<'a> {
         input: &mut Input,
     ) -> std::io::Result<Option<usize>> {
         self.shard.db.borrow_mut().refresh_clock();
-        self.prefetch_keys(input);
-        let mut pos = input.start;
+        let Input {
+            rbuf,
+            start,
+            end,
+            wait_for,
+            parser,
+        } = input;
+        let mut pos = *start;
         let mut close = false;
         let mut commands = 0;
         // When the last command run here ended, while nothing was awaited since (see
         // `Session::lap`): the next command's start.
         let mut lap = None;
         let mut plain = self.plain();
-        loop {
-            let mut args = Args::new();
-            let consumed = match input
-                .parser
-                .parse_into(&input.rbuf[pos..input.end], &mut args)
-            {
-                Ok(Status::Command { consumed }) => consumed,
-                Ok(Status::Incomplete { hint }) => {
-                    input.wait_for = hint;
-                    break;
-                }
-                Err(e) => {
-                    self.resolve().await;
-                    self.out.extend_from_slice(b"-ERR ");
-                    self.out.extend_from_slice(e.to_string().as_bytes());
-                    self.out.extend_from_slice(b"\r\n");
-                    log!(1, "protocol error from client {}: {e}", self.entry.id);
-                    input.start = pos;
-                    return Ok(None);
-                }
-            };
-            pos += consumed;
-            if args.is_empty() {
-                continue;
-            }
-            commands += 1;
-            if plain {
-                self.session.lap = lap.take();
-                self.session.lapping = true;
-                let ran = self.run_plain(&args);
-                self.session.lapping = false;
-                lap = self.session.lap.take();
-                if ran {
-                    if self.session.close_after_reply {
-                        close = true;
-                        break;
-                    }
-                    if self.out.len() >= FLUSH_AT {
-                        lap = None;
-                        self.write_out(stream).await?;
-                    }
-                    continue;
-                }
-            }
-            if self.pause_end.load(Ordering::Relaxed) != 0 {
-                lap = None;
-                self.wait_out_pause(stream, &args).await?;
-            }
-            // CLIENT REPLY OFF or SKIP: this command's reply may be dropped.
-            let quiet = if self.session.reply_quiet() {
-                // A SKIP before this command applies to it (Redis moves SKIP_NEXT to SKIP
-                // after the SKIP command; nothing runs in between).
-                if std::mem::take(&mut self.session.reply_skip) {
-                    self.session.reply_skip_now = true;
-                }
-                lap = None;
-                self.resolve().await;
-                Some(self.out.len())
-            } else {
-                None
-            };
-            let in_tx = self.multi.is_some();
-            self.session.lap = lap.take();
-            self.session.lapping = true;
-            let now = self.try_now(&args);
-            self.session.lapping = false;
-            lap = self.session.lap.take();
-            // No value of a type with a payload lives across the `await` below (it would be
-            // kept in this future's state: perf showed a store-forwarding stall there on every
-            // command); the outcome is one flag.
-            let close_now = match now {
-                Some(Ran::Go) => false,
-                Some(Ran::Close) => true,
-                None => {
-                    lap = None;
-                    let room = self.query_limit.saturating_sub(input.end - pos);
-                    match Box::pin(self.command(stream, &args, room)).await? {
-                        Step::Go => false,
-                        Step::Close => true,
-                        Step::Input(sent) => {
-                            drop(args);
-                            // What the client sent while it waited follows what was already
-                            // read.
-                            let grown = input.end + sent.len();
-                            if grown > input.rbuf.len() {
-                                input.rbuf.resize(grown, 0);
-                            }
-                            input.rbuf[input.end..grown].copy_from_slice(&sent);
-                            input.end = grown;
-                            false
-                        }
-                    }
-                }
-            };
-            if let Some(l) = self.link.as_deref_mut() {
-                // Where the master's transaction that is open now began (see `master_batch`).
-                if self.multi.is_some() && !in_tx {
-                    l.tx_from = Some(pos - consumed);
-                }
-            }
-            if let Some(mark) = quiet {
-                lap = None;
-                self.resolve().await;
-                // As Redis decides when the reply is added: after the command changed the
-                // flags (CLIENT REPLY ON's own +OK is sent).
-                if self.session.reply_off || self.session.reply_skip_now {
-                    self.out.truncate(mark);
-                }
-                self.session.reply_skip_now = false;
-            }
-            if close_now {
-                close = true;
+        'batch: loop {
+            if pos == *end {
+                *wait_for = 0;
                 break;
             }
-            if self.out.len() + self.pend.local.len() >= FLUSH_AT
-                || self.pend.segs.len() >= REMOTE_AT
+            // What the client sent while a command waited: it follows what was read, once the
+            // window (which borrows the buffer) is gone.
+            let mut sent_more = None;
             {
-                lap = None;
-                self.resolve().await;
-                self.write_out(stream).await?;
+                let buf = &rbuf[..*end];
+                let mut window = Window::new();
+                window.fill(parser, buf, pos);
+                if window.cmds.is_empty() {
+                    let mut args = Args::new();
+                    match parser.parse_into(&buf[pos..], &mut args) {
+                        Ok(Status::Command { consumed }) => {
+                            window.args.extend_from_slice(&args);
+                            window.cmds.push((pos + consumed, 0, args.len() as u32));
+                        }
+                        Ok(Status::Incomplete { hint }) => {
+                            *wait_for = hint;
+                            break 'batch;
+                        }
+                        Err(e) => {
+                            self.resolve().await;
+                            self.out.extend_from_slice(b"-ERR ");
+                            self.out.extend_from_slice(e.to_string().as_bytes());
+                            self.out.extend_from_slice(b"\r\n");
+                            log!(1, "protocol error from client {}: {e}", self.entry.id);
+                            *start = pos;
+                            return Ok(None);
+                        }
+                    }
+                } else {
+                    window.prefetch(&self.shard.db.borrow(), self.session.db);
+                }
+                for &(next, first, n) in &window.cmds {
+                    let args = &window.args[first as usize..][..n as usize];
+                    let at = pos;
+                    pos = next;
+                    if args.is_empty() {
+                        continue;
+                    }
+                    commands += 1;
+                    if plain {
+                        self.session.lap = lap.take();
+                        self.session.lapping = true;
+                        let ran = self.run_plain(args);
+                        self.session.lapping = false;
+                        lap = self.session.lap.take();
+                        if ran {
+                            if self.session.close_after_reply {
+                                close = true;
+                                break 'batch;
+                            }
+                            if self.out.len() >= FLUSH_AT {
+                                lap = None;
+                                self.write_out(stream).await?;
+                            }
+                            continue;
+                        }
+                    }
+                    if self.pause_end.load(Ordering::Relaxed) != 0 {
+                        lap = None;
+                        self.wait_out_pause(stream, args).await?;
+                    }
+                    // CLIENT REPLY OFF or SKIP: this command's reply may be dropped.
+                    let quiet = if self.session.reply_quiet() {
+                        // A SKIP before this command applies to it (Redis moves SKIP_NEXT to
+                        // SKIP after the SKIP command; nothing runs in between).
+                        if std::mem::take(&mut self.session.reply_skip) {
+                            self.session.reply_skip_now = true;
+                        }
+                        lap = None;
+                        self.resolve().await;
+                        Some(self.out.len())
+                    } else {
+                        None
+                    };
+                    let in_tx = self.multi.is_some();
+                    self.session.lap = lap.take();
+                    self.session.lapping = true;
+                    let now = self.try_now(args);
+                    self.session.lapping = false;
+                    lap = self.session.lap.take();
+                    // No value of a type with a payload lives across the `await` below (it
+                    // would be kept in this future's state: perf showed a store-forwarding
+                    // stall there on every command); the outcome is one flag.
+                    let close_now = match now {
+                        Some(Ran::Go) => false,
+                        Some(Ran::Close) => true,
+                        None => {
+                            lap = None;
+                            let room = self.query_limit.saturating_sub(*end - pos);
+                            match Box::pin(self.command(stream, args, room)).await? {
+                                Step::Go => false,
+                                Step::Close => true,
+                                Step::Input(sent) => {
+                                    sent_more = Some(sent);
+                                    false
+                                }
+                            }
+                        }
+                    };
+                    if let Some(l) = self.link.as_deref_mut() {
+                        // Where the master's transaction that is open now began (see
+                        // `master_batch`).
+                        if self.multi.is_some() && !in_tx {
+                            l.tx_from = Some(at);
+                        }
+                    }
+                    if let Some(mark) = quiet {
+                        lap = None;
+                        self.resolve().await;
+                        // As Redis decides when the reply is added: after the command changed
+                        // the flags (CLIENT REPLY ON's own +OK is sent).
+                        if self.session.reply_off || self.session.reply_skip_now {
+                            self.out.truncate(mark);
+                        }
+                        self.session.reply_skip_now = false;
+                    }
+                    if close_now {
+                        close = true;
+                        break 'batch;
+                    }
+                    if self.out.len() + self.pend.local.len() >= FLUSH_AT
+                        || self.pend.segs.len() >= REMOTE_AT
+                    {
+                        lap = None;
+                        self.resolve().await;
+                        self.write_out(stream).await?;
+                    }
+                    plain = self.plain();
+                    if sent_more.is_some() {
+                        // The rest of the window is parsed again after what was sent.
+                        break;
+                    }
+                }
             }
-            plain = self.plain();
+            if let Some(sent) = sent_more {
+                let grown = *end + sent.len();
+                if grown > rbuf.len() {
+                    rbuf.resize(grown, 0);
+                }
+                rbuf[*end..grown].copy_from_slice(&sent);
+                *end = grown;
+            }
         }
         self.resolve().await;
-        input.start = pos;
+        *start = pos;
         Ok((!close).then_some(commands))
     }
 
@@ -2526,7 +2586,9 @@ fn names_member(name: &[u8]) -> bool {
         b"sismember",
         b"smismember",
     ];
-    matches!(name.first(), Some(b'h' | b'H' | b's' | b'S'))
+    // The lengths of the names first: most commands (SET, GET, INCR ...) end here.
+    matches!(name.len(), 4..=7 | 9 | 10 | 12)
+        && matches!(name.first(), Some(b'h' | b'H' | b's' | b'S'))
         && NAMES.iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
