@@ -483,5 +483,14 @@ async fn shard_main(
     if let Some(l) = metrics {
         tokio::task::spawn_local(metrics::serve(shard.clone(), l));
     }
-    net::accept(shard, listener).await;
+    // The accept loop runs as a task of its own. The future this thread's `block_on` runs is
+    // polled again every time any task wakes (a `LocalSet` polls it before its tasks); were it
+    // the accept loop, every turn would poll the listener and both of its notifications.
+    // Waiting on the task's handle costs one state check instead (callgrind, one client
+    // pipelining 16 SETs: about 300 instructions per wakeup less).
+    if let Err(e) = tokio::task::spawn_local(net::accept(shard, listener)).await {
+        if e.is_panic() {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
 }
