@@ -138,6 +138,51 @@ fn input_split_byte_by_byte() {
     assert_eq!(r[3], b"+PONG\r\n");
 }
 
+/// One write holding more commands than the server parses ahead at once, a command with more
+/// arguments than that look ahead keeps inline, an inline command among them, and a malformed
+/// one at the end: every command before the error runs, in order, then the error, then EOF.
+#[test]
+fn parse_ahead_windows_big_commands_and_a_trailing_error() {
+    let server = Server::start(&["--threads", "1"]);
+    let mut s = server.raw();
+    let mut batch = Vec::new();
+    for i in 0..20 {
+        batch.extend_from_slice(&cmd(&format!("SET w{i} {i}")));
+    }
+    let pairs: Vec<String> = (0..60).map(|i| format!("m{i} {i}")).collect();
+    batch.extend_from_slice(&cmd(&format!("MSET {}", pairs.join(" "))));
+    batch.extend_from_slice(b"INCR w3\r\n");
+    for i in 0..20 {
+        batch.extend_from_slice(&cmd(&format!("GET w{i}")));
+    }
+    batch.extend_from_slice(&cmd("GET m59"));
+    batch.extend_from_slice(b"*2\r\n$3\r\nGET\r\n$x\r\n");
+    s.write_all(&batch).unwrap();
+    let r = read_replies(&mut s, 44);
+    for reply in &r[..21] {
+        assert_eq!(reply, b"+OK\r\n");
+    }
+    assert_eq!(r[21], b":4\r\n");
+    for (i, reply) in r[22..42].iter().enumerate() {
+        let v = if i == 3 {
+            "4".to_string()
+        } else {
+            i.to_string()
+        };
+        assert_eq!(
+            reply,
+            format!("${}\r\n{v}\r\n", v.len()).as_bytes(),
+            "GET w{i}"
+        );
+    }
+    assert_eq!(r[42], b"$2\r\n59\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&r[43]),
+        "-ERR Protocol error: invalid bulk length\r\n"
+    );
+    assert!(closed(&mut s), "connection closed after the error");
+}
+
 #[test]
 fn malformed_input_errors_and_closes_only_that_client() {
     let mut server = Server::start(&["--threads", "2"]);
