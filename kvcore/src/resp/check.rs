@@ -80,7 +80,8 @@ fn multibulk(args: &[Vec<u8>]) -> Vec<u8> {
 /// - it never panics, and every command consumes at least one byte;
 /// - the same bytes split at any point (or fed byte by byte, for short
 ///   inputs) give the same commands and the same error;
-/// - [`super::peek_command`], where it reads a command, reads the parser's;
+/// - [`Parser::parse_ahead`] reads every multibulk command with arguments as the parser
+///   does, and nothing else;
 /// - an `Incomplete` hint never exceeds the size of the command it was for;
 /// - every command re-encoded as multibulk parses back to the same
 ///   arguments, consuming exactly the encoding.
@@ -114,19 +115,27 @@ pub fn check_roundtrip(input: &[u8]) {
         if len <= 300 {
             assert_eq!(run(limits, input, 1..=len).0, whole, "byte by byte");
         }
-        // The prefetching look ahead reads what the parser reads, where it reads anything.
+        // The server's look ahead reads what the parser reads: every multibulk command with
+        // arguments, the same way, and nothing else.
+        let parser = Parser::new(limits);
         for &(offset, consumed, ref args) in &whole.commands {
-            let mut spans = [(0, 0); 3];
             let rest = input.get(offset..).unwrap_or_default();
-            if let Some(peeked) = super::peek_command(rest, limits.max_inline_len, &mut spans) {
-                assert_eq!(peeked, (consumed, args.len()), "look ahead at {offset}");
-                for (&(at, n), arg) in spans.iter().zip(args) {
-                    assert_eq!(
-                        rest.get(at..at + n),
-                        Some(&arg[..]),
-                        "look ahead at {offset}"
-                    );
-                }
+            let mut ahead: super::Args = super::Args::new();
+            ahead.push(b"kept");
+            let got = parser.parse_ahead(rest, &mut ahead);
+            assert_eq!(ahead.first(), Some(&&b"kept"[..]), "look ahead at {offset}");
+            if rest.first() == Some(&b'*') && !args.is_empty() {
+                assert_eq!(got, Some(consumed), "look ahead at {offset}");
+                assert!(
+                    ahead[1..]
+                        .iter()
+                        .map(|a| a.to_vec())
+                        .eq(args.iter().cloned()),
+                    "look ahead at {offset}"
+                );
+            } else {
+                assert_eq!(got, None, "look ahead at {offset}");
+                assert_eq!(ahead.len(), 1, "look ahead at {offset}");
             }
         }
         for (_, _, args) in &whole.commands {

@@ -46,7 +46,7 @@ use std::fmt;
 
 pub use check::{check_roundtrip, check_writer_roundtrip};
 pub use float::{format_double, format_long_double_incr, parse_double};
-pub use parse::{peek_command, Args, Limits, Parsed, Parser, Status};
+pub use parse::{Args, Limits, Parsed, Parser, Status};
 pub use reply::{parse_reply, skip_reply, ReplyError, Value};
 pub use write::{Proto, ReplyWriter};
 

@@ -347,51 +347,6 @@ fn parse_multibulk<'a, A: smallvec::Array<Item = &'a [u8]>>(
     Ok(Status::Command { consumed: pos })
 }
 
-/// A look ahead at the multibulk command starting `buf`, for prefetching: the bytes it takes,
-/// its argument count, and the spans (offset, length) of its first arguments, as many as
-/// `spans` holds (the rest left as they were). `None` for anything but a complete command in
-/// the everyday form (every header as [`quick_header`] reads it, within `max_inline`): the look
-/// ahead stops there and [`Parser`] decides what the bytes are. Allocates nothing, and checks
-/// nothing it does not need to skip (not the limits, not the `\r\n` after each argument).
-#[deny(
-    clippy::indexing_slicing,
-    clippy::unwrap_used,
-    clippy::arithmetic_side_effects
-)]
-pub fn peek_command(
-    buf: &[u8],
-    max_inline: usize,
-    spans: &mut [(usize, usize)],
-) -> Option<(usize, usize)> {
-    if buf.first() != Some(&b'*') {
-        return None;
-    }
-    let (count, mut pos) = quick_header(buf, 0, max_inline)?;
-    // Each argument takes at least 5 bytes (`$0\r\n\r\n`), so the loop ends with the buffer.
-    for i in 0..count {
-        if buf.get(pos) != Some(&b'$') {
-            return None;
-        }
-        let (len, data) = match quick_header(buf, pos, max_inline) {
-            Some(found) => found,
-            // An empty argument's header, which the quick reader leaves to the general path.
-            None if buf.get(pos.checked_add(1)?..pos.checked_add(3)?) == Some(b"0\r") => {
-                (0, pos.checked_add(4)?)
-            }
-            None => return None,
-        };
-        let next = data.checked_add(len)?.checked_add(2)?;
-        if next > buf.len() {
-            return None;
-        }
-        if let Some(s) = spans.get_mut(i) {
-            *s = (data, len);
-        }
-        pos = next;
-    }
-    Some((pos, count))
-}
-
 /// The common header line in one pass: the type byte at `start`, 1 to 18 digits with no sign
 /// and no leading zero, `\r` within `max` bytes of `start`, and one more byte. Returns the
 /// value and the index after that byte, exactly what [`header_line`] and [`string2ll`] make
@@ -992,58 +947,6 @@ mod tests {
             n += 1;
         }
         assert_eq!((n, pos), (10_000, buf.len()));
-    }
-
-    #[test]
-    fn peek_command_agrees_with_the_parser() {
-        // Every command the look ahead reads, the parser reads the same (consumed bytes and
-        // first arguments); cut anywhere, it reads nothing rather than something else.
-        let mut buf = Vec::new();
-        let cmds: [&[&[u8]]; 5] = [
-            &[b"SET", b"key:1", b"value"],
-            &[b"GET", b""],
-            &[b"PING"],
-            &[b"HSET", b"h", b"field", b"v", b"f2", b"v2"],
-            &[b"LPUSH", &[b'x'; 300], b"\r\n"],
-        ];
-        for c in cmds {
-            buf.extend_from_slice(format!("*{}\r\n", c.len()).as_bytes());
-            for a in c {
-                buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-                buf.extend_from_slice(a);
-                buf.extend_from_slice(b"\r\n");
-            }
-        }
-        let limits = Limits::default();
-        let mut parser = Parser::new(limits);
-        let mut pos = 0;
-        while pos < buf.len() {
-            let mut spans = [(0, 0); 3];
-            let (n, count) = peek_command(&buf[pos..], 64 * 1024, &mut spans).unwrap();
-            let mut args = Args::new();
-            let Ok(Status::Command { consumed }) = parser.parse_into(&buf[pos..], &mut args) else {
-                panic!("parser refused");
-            };
-            assert_eq!((n, count), (consumed, args.len()));
-            for (i, &(at, len)) in spans.iter().enumerate().take(count) {
-                assert_eq!(&buf[pos + at..pos + at + len], args[i]);
-            }
-            for cut in 0..n {
-                assert_eq!(
-                    peek_command(&buf[pos..pos + cut], 64 * 1024, &mut spans),
-                    None
-                );
-            }
-            pos += n;
-        }
-        for odd in [
-            &b"PING\r\n"[..],
-            b"*1\r\n+PING\r\n",
-            b"*-1\r\n",
-            b"*01\r\n$4\r\nPING\r\n",
-        ] {
-            assert_eq!(peek_command(odd, 64 * 1024, &mut [(0, 0); 3]), None);
-        }
     }
 
     #[test]
