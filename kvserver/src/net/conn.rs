@@ -352,18 +352,20 @@ impl<'a> Window<'a> {
         }
     }
 
-    /// Parses the commands at `buf[pos..]` that the look ahead takes.
-    fn fill(&mut self, parser: &Parser, buf: &'a [u8], pos: usize) {
+    /// Parses the commands at `buf[pos..]` that the look ahead takes: where it met one it
+    /// does not take (the general parser's to read), or `None` when the window is full.
+    fn fill(&mut self, parser: &Parser, buf: &'a [u8], pos: usize) -> Option<usize> {
         let mut at = pos;
         while self.cmds.len() < Self::COMMANDS && self.args.len() < Self::ARGS {
             let first = self.args.len();
             let Some(consumed) = parser.parse_ahead(&buf[at..], &mut self.args) else {
-                break;
+                return Some(at);
             };
             at += consumed;
             self.cmds
                 .push((at, first as u32, (self.args.len() - first) as u32));
         }
+        None
     }
 
     /// Has the CPU start loading the table entries of the window's keys (the first argument
@@ -776,6 +778,9 @@ impl<'a> Conn<'a> {
         // `Session::lap`): the next command's start.
         let mut lap = None;
         let mut plain = self.plain();
+        // Where the last look ahead met a command it does not take (an inline one, the
+        // incomplete one at the end of the read): not looked at again there.
+        let mut ahead_stopped = None;
         'batch: loop {
             if pos == *end {
                 *wait_for = 0;
@@ -787,7 +792,9 @@ impl<'a> Conn<'a> {
             {
                 let buf = &rbuf[..*end];
                 let mut window = Window::new();
-                window.fill(parser, buf, pos);
+                if ahead_stopped != Some(pos) {
+                    ahead_stopped = window.fill(parser, buf, pos);
+                }
                 if window.cmds.is_empty() {
                     let mut args = Args::new();
                     match parser.parse_into(&buf[pos..], &mut args) {
@@ -916,6 +923,8 @@ impl<'a> Conn<'a> {
                 }
             }
             if let Some(sent) = sent_more {
+                // (What was incomplete may be whole now.)
+                ahead_stopped = None;
                 let grown = *end + sent.len();
                 if grown > rbuf.len() {
                     rbuf.resize(grown, 0);
