@@ -179,11 +179,11 @@ pub async fn run(
         return false;
     }
     if is(name, "BGSAVE") {
-        crate::persist::bgsave(shard, args, &mut w).await;
+        crate::persist::bgsave(shard, args, &mut w, locks_held()).await;
         return false;
     }
     if is(name, "BGREWRITEAOF") {
-        crate::persist::bgrewriteaof(shard, &mut w).await;
+        crate::persist::bgrewriteaof(shard, &mut w, locks_held()).await;
         return false;
     }
     if is(name, "DEBUG") && args.len() >= 2 && is(args[1], "RELOAD") {

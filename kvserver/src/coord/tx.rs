@@ -182,13 +182,9 @@ pub(crate) fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> 
 /// Commands a shard's store alone cannot answer for a transaction's client: the fast path
 /// leaves them to the connection.
 pub(crate) fn needs_server(spec: &CommandSpec) -> bool {
-    // CONN: transactions and pub/sub, which the connection serves.
-    matches!(
-        spec.name,
-        "info" | "client" | "config" | "shutdown" | "swapdb"
-    ) || spec.has(flags::CONN)
-        || spec.has(flags::ALL_KEYS)
-        || spec.has(flags::BLOCKING)
+    // CONN: transactions and pub/sub, which the connection serves. Every command the server
+    // may answer itself (BGSAVE, LASTSAVE, SLOWLOG ...: the store alone only says it cannot).
+    crate::admin::may_be_special(spec) || spec.has(flags::CONN) || spec.has(flags::BLOCKING)
 }
 
 /// Plans a transaction of client session `session` (its database at MULTI time) over `n`

@@ -1439,6 +1439,14 @@ impl<'a> Conn<'a> {
         if exempt {
             return None;
         }
+        if spec.is_some_and(|s| s.has(flags::NO_MULTI)) {
+            // SAVE, SHUTDOWN, SYNC, PSYNC: Redis refuses them before the queue (right after
+            // the authentication check), which aborts the transaction.
+            multi.aborted = true;
+            self.out
+                .extend_from_slice(b"-ERR Command not allowed inside a transaction\r\n");
+            return Some(Ran::Go);
+        }
         if self.shard.db.borrow().out_of_memory() {
             // Redis refuses every command queued while over maxmemory with nothing to evict.
             multi.aborted = true;

@@ -266,8 +266,9 @@ pub async fn save_after_flush(shard: &Shard, held: bool) {
     }
 }
 
-/// BGSAVE [SCHEDULE].
-pub async fn bgsave(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+/// BGSAVE [SCHEDULE]. `in_exec`: run by EXEC, whose locks the save's moment would wait for;
+/// as Redis does inside EXEC, the save is scheduled (unless one is running).
+pub async fn bgsave(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>, in_exec: bool) {
     let schedule = match args.get(1) {
         None => false,
         Some(a) if args.len() == 2 && a.eq_ignore_ascii_case(b"SCHEDULE") => true,
@@ -276,6 +277,16 @@ pub async fn bgsave(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
             return;
         }
     };
+    let g = &shard.global;
+    if in_exec {
+        if g.rdb.in_progress.load(Ordering::Relaxed) && !g.aof.rewriting.load(Ordering::Relaxed) {
+            w.error(b"ERR Background save already in progress");
+        } else {
+            g.rdb.scheduled.store(true, Ordering::Relaxed);
+            w.simple(b"Background saving scheduled");
+        }
+        return;
+    }
     if start_bgsave(shard).await {
         w.simple(b"Background saving started");
     } else if schedule {
@@ -331,13 +342,14 @@ pub fn cron(shard: &Shard) {
     });
 }
 
-/// BGREWRITEAOF: a rewrite in the background, or scheduled after the running save.
-pub async fn bgrewriteaof(shard: &Shard, w: &mut ReplyWriter<'_>) {
+/// BGREWRITEAOF: a rewrite in the background, or scheduled after the running save (or, as
+/// Redis does, after the EXEC that runs it: `in_exec`).
+pub async fn bgrewriteaof(shard: &Shard, w: &mut ReplyWriter<'_>, in_exec: bool) {
     let a = &shard.global.aof;
     if a.rewriting.load(Ordering::Relaxed) {
         return w.error(b"ERR Background append only file rewriting already in progress");
     }
-    if !claim(shard) {
+    if in_exec || !claim(shard) {
         a.scheduled.store(true, Ordering::Relaxed);
         return w.simple(b"Background append only file rewriting scheduled");
     }

@@ -801,20 +801,24 @@ fn bzmpop(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    if a.len() > 4 || (a.len() == 4 && !args::is(a[3], "WITHSCORES")) {
-        return reply_err(&mut c.out, OpError::Syntax);
-    }
-    let withscores = a.len() == 4;
+    // As Redis checks: the count (in -LONG_MAX..=LONG_MAX) before the option after it.
     let count = match a.get(2) {
         None => None,
         Some(n) => match args::int(n) {
-            Ok(n) if withscores && n.unsigned_abs() > (i64::MAX as u64) / 2 => {
-                return reply_err(&mut c.out, OpError::OutOfRange)
-            }
+            Ok(i64::MIN) => return c.out.error(
+                b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
+            ),
             Ok(n) => Some(n),
             Err(e) => return reply_err(&mut c.out, e),
         },
     };
+    if a.len() > 4 || (a.len() == 4 && !args::is(a[3], "WITHSCORES")) {
+        return reply_err(&mut c.out, OpError::Syntax);
+    }
+    let withscores = a.len() == 4;
+    if withscores && count.is_some_and(|n| n.unsigned_abs() > (i64::MAX as u64) / 2) {
+        return reply_err(&mut c.out, OpError::OutOfRange);
+    }
     let seed = c.db.random();
     let z = match read_z(c.db, c.session.db, a[1]) {
         Err(e) => return reply_err(&mut c.out, e),

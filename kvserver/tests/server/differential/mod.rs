@@ -634,3 +634,139 @@ fn one_write_crossing_connection_states_as_redis() {
         );
     }
 }
+
+/// ZRANDMEMBER, SRANDMEMBER and HRANDFIELD check their count and options in Redis's order,
+/// with Redis's errors (the command fuzzer found ZRANDMEMBER taking -2^63 as a count, which
+/// Redis refuses, and checking its option before its count).
+#[test]
+fn random_member_counts_are_checked_as_redis_checks_them() {
+    let script = [
+        "ZADD z 1 a 2 b",
+        "SADD s a b",
+        "HSET h a 1 b 2",
+        "ZRANDMEMBER z -9223372036854775808",
+        "ZRANDMEMBER z -9223372036854775808 WITHSCORES",
+        "ZRANDMEMBER z -9223372036854775808 nope",
+        "ZRANDMEMBER z abc nope",
+        "ZRANDMEMBER z abc",
+        "ZRANDMEMBER z 1 nope",
+        "ZRANDMEMBER z 1 WITHSCORES extra",
+        "ZRANDMEMBER z 4611686018427387904 WITHSCORES",
+        "ZRANDMEMBER z -4611686018427387904 WITHSCORES",
+        "ZRANDMEMBER z 0",
+        "ZRANDMEMBER z 0 WITHSCORES",
+        "ZRANDMEMBER nokey -9223372036854775808",
+        "ZRANDMEMBER nokey 3",
+        "SRANDMEMBER s -9223372036854775808",
+        "SRANDMEMBER s abc",
+        "SRANDMEMBER s 1 2",
+        "SRANDMEMBER s 0",
+        "HRANDFIELD h -9223372036854775808",
+        "HRANDFIELD h -9223372036854775808 nope",
+        "HRANDFIELD h abc nope",
+        "HRANDFIELD h 1 nope",
+        "HRANDFIELD h 4611686018427387904 WITHVALUES",
+        "HRANDFIELD h 0 WITHVALUES",
+    ];
+    let mut bytes = Vec::new();
+    for line in script {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        bytes.extend_from_slice(&encode(&args));
+    }
+    let replies = |port: u16| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&bytes).unwrap();
+        crate::support::read_replies(&mut s, script.len())
+            .iter()
+            .zip(script)
+            .map(|(r, line)| format!("{line} -> {}", String::from_utf8_lossy(r)))
+            .collect::<Vec<_>>()
+    };
+    let redis = Redis::start();
+    let theirs = replies(redis.port);
+    assert!(
+        theirs[3].contains("-ERR value is out of range"),
+        "{:?}",
+        theirs[3]
+    );
+    let ours = Server::start(&[]);
+    assert_eq!(replies(ours.port), theirs);
+}
+
+/// The commands the server answers itself (not one shard's store), queued in a transaction, as
+/// Redis answers them: SAVE, SHUTDOWN and SYNC refused at queue time (the transaction aborts);
+/// BGSAVE and BGREWRITEAOF scheduled rather than started (Redis does not fork inside EXEC);
+/// the others run. On one shard these used to reach the store, which only said it could not
+/// serve them; on two, BGSAVE waited for the locks its own EXEC held, and the client (and the
+/// keys) stayed locked. The scheduled save and rewrite then run.
+#[test]
+fn server_commands_in_a_transaction_as_redis() {
+    let script = [
+        "SET k1 v",
+        "MULTI",
+        "GET k1",
+        "SAVE",
+        "GET u8",
+        "EXEC",
+        "MULTI",
+        "SHUTDOWN",
+        "SYNC",
+        "DISCARD",
+        "MULTI",
+        "GET k1",
+        "GET u8",
+        "BGSAVE",
+        "BGREWRITEAOF",
+        "BGSAVE SCHEDULE",
+        "BGSAVE NOW",
+        "SLOWLOG LEN",
+        "LATENCY RESET",
+        "MEMORY PURGE",
+        "CONFIG GET appendonly",
+        "DBSIZE",
+        "EXEC",
+        "GET k1",
+    ];
+    let mut bytes = Vec::new();
+    for line in script {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        bytes.extend_from_slice(&encode(&args));
+    }
+    let replies = |port: u16| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&bytes).unwrap();
+        crate::support::read_replies(&mut s, script.len())
+            .iter()
+            .zip(script)
+            .map(|(r, line)| format!("{line} -> {}", String::from_utf8_lossy(r)))
+            .collect::<Vec<_>>()
+    };
+    let tag = format!("kvtest-tx-{}", std::process::id());
+    let (rdb, aof) = (format!("{tag}.rdb"), format!("{tag}-aof"));
+    let redis = Redis::start_with(&["--dbfilename", &rdb, "--appenddirname", &aof]);
+    let theirs = replies(redis.port);
+    drop(redis);
+    let _ = std::fs::remove_file(std::env::temp_dir().join(&rdb));
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(&aof));
+    assert!(
+        theirs[22].contains("+Background saving scheduled"),
+        "{theirs:#?}"
+    );
+    for threads in ["1", "2"] {
+        let ours = Server::start(&["--threads", threads]);
+        assert_eq!(replies(ours.port), theirs, "{threads} shard(s)");
+        // What was scheduled runs (the cron, once a second).
+        let mut s = ours.raw();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let info = crate::support::call(&mut s, "INFO persistence");
+            if info.contains("rdb_saves:1") && info.contains("aof_rewrites:1") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{threads} shard(s): {info}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
