@@ -7,6 +7,7 @@ mod blocking;
 mod blocking_lists;
 mod clients;
 mod collection_rss;
+mod command_fuzz;
 mod config_files;
 mod differential;
 mod disk;
