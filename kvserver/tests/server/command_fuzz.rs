@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use kvcore::resp::reply::{parse_reply, Value};
 
+use crate::differential::Rng;
 use crate::support::{call, encode, Server};
 
 /// Commands left out, and why: they stop or freeze the server (SHUTDOWN, DEBUG, CLIENT PAUSE,
@@ -107,22 +108,6 @@ const COMMON: &[&str] = &[
     "return redis.call('get', KEYS[1])",
     "#!lua name=lib\nredis.register_function('f', function() return 1 end)",
 ];
-
-/// A small deterministic generator (xorshift64*), so a failure names a seed that repeats it.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 /// A command of the server's table: its words (one, or container and subcommand) and the
 /// tokens its documentation lists.
@@ -356,7 +341,7 @@ fn fuzz(threads: &str, seeds: std::ops::Range<u64>) {
     let mut recent = std::collections::VecDeque::with_capacity(RECALL);
     for seed in seeds.map(|s| s + shift) {
         recent.clear();
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (seed + 1).wrapping_mul(0x1000_0000_01b3));
+        let mut rng = Rng(seed);
         let mut i = 0;
         while i < per_seed {
             // One command in a write, or (one time in eight) a pipeline of up to 24 in one

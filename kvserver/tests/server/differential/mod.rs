@@ -38,7 +38,9 @@ use std::time::{Duration, Instant};
 use kvcore::resp::reply::{parse_reply, Value};
 
 use crate::support::{encode, Server};
-use families::{generate, word, Cmd, Rng, FAMILIES};
+/// The seeded generator of the differential run (the command fuzzer uses it too).
+pub(crate) use families::Rng;
+use families::{generate, word, Cmd, FAMILIES};
 
 // ---------------------------------------------------------------------------------------------
 // Servers and comparison
@@ -635,6 +637,23 @@ fn one_write_crossing_connection_states_as_redis() {
     }
 }
 
+/// Sends the space-separated command lines in one write; each line with its reply.
+fn script_replies(port: u16, script: &[&str]) -> Vec<String> {
+    let mut bytes = Vec::new();
+    for line in script {
+        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        bytes.extend_from_slice(&encode(&args));
+    }
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&bytes).unwrap();
+    crate::support::read_replies(&mut s, script.len())
+        .iter()
+        .zip(script)
+        .map(|(r, line)| format!("{line} -> {}", String::from_utf8_lossy(r)))
+        .collect()
+}
+
 /// ZRANDMEMBER, SRANDMEMBER and HRANDFIELD check their count and options in Redis's order,
 /// with Redis's errors (the command fuzzer found ZRANDMEMBER taking -2^63 as a count, which
 /// Redis refuses, and checking its option before its count).
@@ -668,21 +687,7 @@ fn random_member_counts_are_checked_as_redis_checks_them() {
         "HRANDFIELD h 4611686018427387904 WITHVALUES",
         "HRANDFIELD h 0 WITHVALUES",
     ];
-    let mut bytes = Vec::new();
-    for line in script {
-        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-        bytes.extend_from_slice(&encode(&args));
-    }
-    let replies = |port: u16| {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(&bytes).unwrap();
-        crate::support::read_replies(&mut s, script.len())
-            .iter()
-            .zip(script)
-            .map(|(r, line)| format!("{line} -> {}", String::from_utf8_lossy(r)))
-            .collect::<Vec<_>>()
-    };
+    let replies = |port: u16| script_replies(port, &script);
     let redis = Redis::start();
     let theirs = replies(redis.port);
     assert!(
@@ -728,21 +733,7 @@ fn server_commands_in_a_transaction_as_redis() {
         "EXEC",
         "GET k1",
     ];
-    let mut bytes = Vec::new();
-    for line in script {
-        let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-        bytes.extend_from_slice(&encode(&args));
-    }
-    let replies = |port: u16| {
-        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(&bytes).unwrap();
-        crate::support::read_replies(&mut s, script.len())
-            .iter()
-            .zip(script)
-            .map(|(r, line)| format!("{line} -> {}", String::from_utf8_lossy(r)))
-            .collect::<Vec<_>>()
-    };
+    let replies = |port: u16| script_replies(port, &script);
     let tag = format!("kvtest-tx-{}", std::process::id());
     let (rdb, aof) = (format!("{tag}.rdb"), format!("{tag}-aof"));
     let redis = Redis::start_with(&["--dbfilename", &rdb, "--appenddirname", &aof]);
