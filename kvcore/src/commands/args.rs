@@ -8,6 +8,11 @@ pub fn int(a: &[u8]) -> Result<i64, OpError> {
     num::parse_i64(a).ok_or(OpError::NotInteger)
 }
 
+/// Redis's error for -2^63 where it takes a long it may negate (-LONG_MAX..=LONG_MAX): the
+/// counts of SRANDMEMBER, HRANDFIELD and ZRANDMEMBER, LPOS's RANK.
+pub const NOT_NEGATABLE: &[u8] =
+    b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+
 /// Case-insensitive comparison of an argument with an uppercase option name.
 pub fn is(a: &[u8], opt: &str) -> bool {
     a.eq_ignore_ascii_case(opt.as_bytes())

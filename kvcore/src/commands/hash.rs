@@ -435,9 +435,7 @@ fn hrandfield(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let mut withvalues = false;
     if a.len() >= 3 {
         let n = match args::int(a[2]) {
-            Ok(i64::MIN) => return c.out.error(
-                b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-            ),
+            Ok(i64::MIN) => return c.out.error(args::NOT_NEGATABLE),
             Ok(n) => n,
             Err(e) => return reply_err(&mut c.out, e),
         };

@@ -536,11 +536,7 @@ fn lpos(c: &mut Ctx<'_>, a: &[&[u8]]) {
             rank = match args::int(a[j]) {
                 Err(e) => return reply_err(&mut c.out, e),
                 // Redis 7.2+ (7.0 negates it and overflows).
-                Ok(i64::MIN) => {
-                    return c.out.error(
-                        b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-                    )
-                }
+                Ok(i64::MIN) => return c.out.error(args::NOT_NEGATABLE),
                 Ok(0) => {
                     return c.out.error(
                         b"ERR RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list",

@@ -805,9 +805,7 @@ fn zrandmember(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let count = match a.get(2) {
         None => None,
         Some(n) => match args::int(n) {
-            Ok(i64::MIN) => return c.out.error(
-                b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-            ),
+            Ok(i64::MIN) => return c.out.error(args::NOT_NEGATABLE),
             Ok(n) => Some(n),
             Err(e) => return reply_err(&mut c.out, e),
         },
