@@ -275,7 +275,16 @@ pub struct Db {
     /// This replica's link to its master is down: with `replica-serve-stale-data no`,
     /// commands that may not serve stale data answer MASTERDOWN (the host keeps it current).
     pub master_down: bool,
+    /// Bodies of the Lua scripts loaded (EVAL, SCRIPT LOAD); a host with several stores gives
+    /// them one shared cache.
+    pub scripts: crate::script::ScriptCache,
+    /// Whether this store owns a key, for a host that splits the keyspace among stores: a
+    /// script's command on a key it does not own is refused.
+    pub key_owner: Option<KeyOwner>,
 }
+
+/// See [`Db::key_owner`].
+pub type KeyOwner = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 /// See [`Db::client_label`].
 pub type ClientLabel = Box<dyn Fn(u64) -> (Vec<u8>, Vec<u8>) + Send>;
@@ -324,6 +333,8 @@ impl Db {
             replica: false,
             too_few_replicas: false,
             master_down: false,
+            scripts: crate::script::ScriptCache::default(),
+            key_owner: None,
             quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,

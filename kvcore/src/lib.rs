@@ -48,6 +48,7 @@ pub mod lzf;
 pub mod num;
 pub mod persist;
 pub mod rdb;
+pub mod script;
 pub mod set;
 pub mod slab;
 pub mod tally;

@@ -181,6 +181,8 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Global {
     /// Start-up options.
     pub opts: Options,
+    /// The Lua scripts loaded (EVAL, SCRIPT LOAD), one cache for every shard's store.
+    pub scripts: kvcore::script::ScriptCache,
     /// Connected clients by id.
     pub clients: Mutex<BTreeMap<u64, Arc<ClientEntry>>>,
     next_client_id: AtomicU64,
@@ -303,6 +305,7 @@ impl Global {
     pub fn new(opts: Options) -> Global {
         Global {
             opts,
+            scripts: kvcore::script::ScriptCache::default(),
             clients: Mutex::new(BTreeMap::new()),
             next_client_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),

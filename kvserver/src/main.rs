@@ -445,6 +445,12 @@ async fn shard_main(
     for k in keys {
         db.load_key(k);
     }
+    db.scripts = global.scripts.clone();
+    if n > 1 {
+        // A script runs on its connection's shard; its commands may only touch that
+        // shard's keys.
+        db.key_owner = Some(Box::new(move |k| coord::route::shard_of(k, n) == i));
+    }
     let registry = global.clone();
     db.client_label = Some(Box::new(move |id| {
         let clients = global::lock(&registry.clients);

@@ -81,7 +81,7 @@ impl CommandSpec {
             "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" | "sintercard" => {
                 numkeys(args, 1)
             }
-            "bzmpop" | "blmpop" => numkeys(args, 2),
+            "bzmpop" | "blmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => numkeys(args, 2),
             "sort" => {
                 let mut v = KeyIndices::new();
                 if args.len() > 1 {

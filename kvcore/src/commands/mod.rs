@@ -24,6 +24,7 @@ mod lcs;
 mod list;
 mod lolwut;
 pub mod monitoring;
+mod scripting;
 mod served;
 mod server;
 mod set;
@@ -228,6 +229,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(dump::COMMANDS)
         .chain(hyperloglog::COMMANDS)
         .chain(monitoring::COMMANDS)
+        .chain(scripting::COMMANDS)
 }
 
 struct Table {

@@ -194,8 +194,23 @@ impl Shard {
     /// check when no client is blocked on this shard.
     #[inline]
     pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
-        if !self.waiters.borrow().is_empty() && spec.has(commands::flags::WRITE) {
-            self.wake_keys_of(spec, args);
+        if !self.waiters.borrow().is_empty() {
+            if spec.has(commands::flags::WRITE) {
+                self.wake_keys_of(spec, args);
+            } else if matches!(spec.name, "eval" | "evalsha") {
+                self.wake_every_waited();
+            }
+        }
+    }
+
+    /// After a script, which may have written any key of this shard: every key a client
+    /// waits on gets its turn (a key with nothing to pop keeps its waiters).
+    #[cold]
+    #[inline(never)]
+    fn wake_every_waited(&self) {
+        let keys: Vec<Vec<u8>> = self.waiters.borrow().keys().cloned().collect();
+        for k in keys {
+            self.serve(&k);
         }
     }
 

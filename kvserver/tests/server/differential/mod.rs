@@ -26,6 +26,7 @@ mod hyperloglog;
 mod introspection;
 mod lists;
 mod pubsub;
+mod scripting;
 mod sets;
 mod sort;
 mod transactions;

@@ -1,0 +1,228 @@
+//! Scripting commands: EVAL, EVALSHA, their read-only forms, and SCRIPT (see
+//! [`crate::script`] for the Lua side).
+
+use super::flags::*;
+use super::{args, cmd, unknown_subcommand, wrong_arity, CommandSpec, Ctx};
+use crate::script::{self, Caller, Outcome, Source};
+use crate::{Db, Session};
+
+pub(super) static COMMANDS: &[CommandSpec] = &[
+    cmd!("eval", -3, NOSCRIPT | STALE | MOVABLE_KEYS, 0, 0, 0, eval),
+    cmd!(
+        "evalsha",
+        -3,
+        NOSCRIPT | STALE | MOVABLE_KEYS,
+        0,
+        0,
+        0,
+        evalsha
+    ),
+    cmd!(
+        "eval_ro",
+        -3,
+        NOSCRIPT | STALE | READONLY | MOVABLE_KEYS,
+        0,
+        0,
+        0,
+        eval_ro
+    ),
+    cmd!(
+        "evalsha_ro",
+        -3,
+        NOSCRIPT | STALE | READONLY | MOVABLE_KEYS,
+        0,
+        0,
+        0,
+        evalsha_ro
+    ),
+    cmd!("script", -2, 0, 0, 0, 0, script_cmd),
+];
+
+const SCRIPT_HELP: &[&str] = &[
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+];
+
+fn eval(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    run_script(c, a, false, false);
+}
+
+fn evalsha(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    run_script(c, a, true, false);
+}
+
+fn eval_ro(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    run_script(c, a, false, true);
+}
+
+fn evalsha_ro(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    run_script(c, a, true, true);
+}
+
+/// Commands a script runs on the store it was called on, with a session of its own (its
+/// SELECT stays in the script) speaking RESP2.
+struct StoreCaller<'a> {
+    db: &'a mut Db,
+    session: Session,
+}
+
+impl Caller for StoreCaller<'_> {
+    fn call(&mut self, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Vec<u8>> {
+        if let Some(owns) = &self.db.key_owner {
+            if let Some(spec) = super::lookup(args[0]) {
+                if spec.key_positions(args).iter().any(|&i| !owns(args[i])) {
+                    return Err(NOT_LOCAL.to_vec());
+                }
+            }
+        }
+        self.db.dispatch(&mut self.session, args, out);
+        Ok(())
+    }
+}
+
+/// A script's command on a key this store does not own (a server's other shard).
+pub const NOT_LOCAL: &[u8] = b"Script attempted to access a non local key in a cluster node";
+
+fn run_script(c: &mut Ctx<'_>, a: &[&[u8]], by_sha: bool, read_only: bool) {
+    let n = match args::int(a[2]) {
+        Ok(n) => n,
+        Err(e) => return c.out.error(e.message().as_bytes()),
+    };
+    if n < 0 {
+        return c.out.error(b"ERR Number of keys can't be negative");
+    }
+    if n as u64 > (a.len() - 3) as u64 {
+        return c
+            .out
+            .error(b"ERR Number of keys can't be greater than number of args");
+    }
+    let (keys, argv) = a[3..].split_at(n as usize);
+    let source = if by_sha {
+        match script::parse_sha(a[1]) {
+            Some(sha) => Source::Sha(sha),
+            None => return c.out.error(NO_SCRIPT),
+        }
+    } else {
+        Source::Body(a[1])
+    };
+    let read_only = read_only || source_is_no_writes(c.db, &source);
+    let cache = c.db.scripts.clone();
+    let mut caller = StoreCaller {
+        session: Session {
+            db: c.session.db,
+            id: c.session.id,
+            local: c.session.local,
+            authenticated: true,
+            ..Session::default()
+        },
+        db: c.db,
+    };
+    if script::run(
+        &cache,
+        source,
+        keys,
+        argv,
+        read_only,
+        &mut caller,
+        &mut c.out,
+    ) == Outcome::NoScript
+    {
+        c.out.error(NO_SCRIPT);
+    }
+}
+
+const NO_SCRIPT: &[u8] = b"NOSCRIPT No matching script. Please use EVAL.";
+
+/// Whether the script's shebang line (`#!lua flags=...`) declares `no-writes`.
+fn source_is_no_writes(db: &Db, source: &Source<'_>) -> bool {
+    let body;
+    let b: &[u8] = match source {
+        Source::Body(b) => b,
+        Source::Sha(sha) => match db.scripts.get(sha) {
+            Some(found) => {
+                body = found;
+                &body
+            }
+            None => return false,
+        },
+    };
+    let Some(rest) = b.strip_prefix(b"#!") else {
+        return false;
+    };
+    let line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
+    line.split(|&c| c == b' ')
+        .filter_map(|w| w.strip_prefix(b"flags="))
+        .any(|f| f.split(|&c| c == b',').any(|f| f == b"no-writes"))
+}
+
+fn script_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    let sub = a[1];
+    if args::is(sub, "HELP") {
+        if a.len() != 2 {
+            return wrong_arity(&mut c.out, "script|help");
+        }
+        return c.out.help("script", SCRIPT_HELP);
+    }
+    if args::is(sub, "LOAD") {
+        if a.len() != 3 {
+            return wrong_arity(&mut c.out, "script|load");
+        }
+        let cache = c.db.scripts.clone();
+        return match script::load(&cache, a[2]) {
+            Ok(sha) => c.out.bulk(&sha),
+            Err(e) => c.out.error(&e),
+        };
+    }
+    if args::is(sub, "EXISTS") {
+        if a.len() < 3 {
+            return wrong_arity(&mut c.out, "script|exists");
+        }
+        c.out.array_len(a.len() - 2);
+        for s in &a[2..] {
+            let found = script::parse_sha(s).is_some_and(|sha| c.db.scripts.contains(&sha));
+            c.out.int(i64::from(found));
+        }
+        return;
+    }
+    if args::is(sub, "FLUSH") {
+        if a.len() > 3 {
+            return wrong_arity(&mut c.out, "script|flush");
+        }
+        if a.len() == 3 && !args::is(a[2], "SYNC") && !args::is(a[2], "ASYNC") {
+            return c
+                .out
+                .error(b"ERR SCRIPT FLUSH only support SYNC|ASYNC option");
+        }
+        c.db.scripts.flush();
+        return c.out.ok();
+    }
+    if args::is(sub, "KILL") {
+        if a.len() != 2 {
+            return wrong_arity(&mut c.out, "script|kill");
+        }
+        // Scripts run to their end on the store's thread: none is running when a command
+        // of another client is read.
+        return c.out.error(b"NOTBUSY No scripts in execution right now.");
+    }
+    if args::is(sub, "DEBUG") {
+        if a.len() != 3 {
+            return wrong_arity(&mut c.out, "script|debug");
+        }
+        return c
+            .out
+            .error(b"ERR SCRIPT DEBUG is not supported by this server");
+    }
+    unknown_subcommand(&mut c.out, "script", sub)
+}

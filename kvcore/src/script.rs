@@ -1,0 +1,789 @@
+//! Lua scripting: the environment Redis 7 gives EVAL scripts, on Lua 5.1 (Redis's version).
+//!
+//! - **Globals**: the base library without `dofile`, `loadfile` and `print`; `string`,
+//!   `table`, `math` (`random` and `randomseed` on Redis's 48-bit generator, so a fresh store
+//!   draws the same numbers as a fresh Redis), `os` with `clock` only, `redis`, `KEYS` and
+//!   `ARGV`. Scripts see them through a read-only view: assigning a global fails with
+//!   "Attempt to modify a readonly table", reading a missing one with "Script attempted to
+//!   access nonexistent global variable". The library tables are read-only too.
+//! - **`redis.call` / `redis.pcall`** run a command through a [`Caller`] the host provides
+//!   (a store runs it on itself; a server also checks where the keys live). The reply comes
+//!   back as Lua values by Redis's rules: integers are numbers, bulk strings strings, nulls
+//!   `false`, statuses `{ok=...}`, errors `{err=...}`, arrays tables. `redis.call` raises an
+//!   error reply, `redis.pcall` returns it.
+//! - **The return value** goes to the client by the reverse rules: numbers are truncated to
+//!   integers, `true` is 1, `false` and `nil` are null, a table is an array up to its first
+//!   `nil` unless it holds `err` or `ok`.
+//! - **Errors** carry where they happened, as Redis writes them: `... script: <sha>, on
+//!   @user_script:<line>.`
+//!
+//! One Lua state per thread ([`with_engine`]): a server's shard threads each have their own,
+//! as each owns its store. The bodies of loaded scripts live in a [`ScriptCache`] the host may
+//! share between stores (SCRIPT LOAD on one connection, EVALSHA on another); a thread's
+//! compiled functions are only a memo of it.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value as Lv};
+
+use crate::resp::reply::{parse_reply, Value};
+use crate::resp::ReplyWriter;
+
+/// A script's SHA1 digest, 40 lowercase hex digits.
+pub type Sha = [u8; 40];
+
+/// The SHA1 of `body` in lowercase hex (script names, `redis.sha1hex`).
+pub fn sha1_hex(body: &[u8]) -> Sha {
+    let hex = sha1_smol::Sha1::from(body).digest().to_string();
+    let mut out = [0u8; 40];
+    out.copy_from_slice(hex.as_bytes());
+    out
+}
+
+/// `s` as a [`Sha`] when it is 40 hex digits (any case), lowercased.
+pub fn parse_sha(s: &[u8]) -> Option<Sha> {
+    let s: &[u8; 40] = s.try_into().ok()?;
+    let mut out = [0u8; 40];
+    for (o, c) in out.iter_mut().zip(s) {
+        if !c.is_ascii_hexdigit() {
+            return None;
+        }
+        *o = c.to_ascii_lowercase();
+    }
+    Some(out)
+}
+
+/// Bodies of the scripts EVAL and SCRIPT LOAD have seen, by SHA1. Cloning shares it.
+#[derive(Clone, Default)]
+pub struct ScriptCache(Arc<Mutex<CacheInner>>);
+
+#[derive(Default)]
+struct CacheInner {
+    bodies: HashMap<Sha, Arc<[u8]>>,
+    /// SCRIPT FLUSH calls so far: a thread's compiled functions of an older count are stale.
+    flushes: u64,
+}
+
+impl ScriptCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheInner> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds `body` (once) and returns its SHA1.
+    pub fn insert(&self, body: &[u8]) -> Sha {
+        let sha = sha1_hex(body);
+        self.lock().bodies.entry(sha).or_insert_with(|| body.into());
+        sha
+    }
+
+    /// The body of the script named `sha`.
+    pub fn get(&self, sha: &Sha) -> Option<Arc<[u8]>> {
+        self.lock().bodies.get(sha).cloned()
+    }
+
+    /// Whether a script named `sha` is loaded.
+    pub fn contains(&self, sha: &Sha) -> bool {
+        self.lock().bodies.contains_key(sha)
+    }
+
+    /// Number of scripts loaded (INFO `number_of_cached_scripts`).
+    pub fn len(&self) -> usize {
+        self.lock().bodies.len()
+    }
+
+    /// Whether no script is loaded.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// SCRIPT FLUSH: forgets every script.
+    pub fn flush(&self) {
+        let mut c = self.lock();
+        c.bodies.clear();
+        c.flushes += 1;
+    }
+
+    fn flushes(&self) -> u64 {
+        self.lock().flushes
+    }
+}
+
+/// What a script's `redis.call` runs through: the host executes `args` (name first, as a
+/// client would send them) and writes the RESP2 reply into `out`, or returns the error text
+/// (without `-`) that refuses it before it runs.
+pub trait Caller {
+    /// Runs one command for the script.
+    fn call(&mut self, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Vec<u8>>;
+}
+
+/// How a script ends: its reply is written to the writer given to [`run`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The script ran (its reply may still be an error it returned).
+    Ran,
+    /// No script of that SHA is loaded (EVALSHA).
+    NoScript,
+}
+
+/// The body of a script, or the SHA1 of a loaded one.
+pub enum Source<'a> {
+    /// EVAL's body.
+    Body(&'a [u8]),
+    /// EVALSHA's digest (already checked to be one).
+    Sha(Sha),
+}
+
+/// A thread's Lua state and what it compiled.
+struct Engine {
+    lua: Lua,
+    /// The view scripts run in (read-only, errors on missing globals).
+    env: Table,
+    /// The real globals, where KEYS and ARGV are set before each run.
+    globals: Table,
+    /// The real `redis` table: `call` and `pcall` are set in it for the length of a run.
+    redis: Table,
+    /// `function(f, handler) return xpcall(f, handler) end`.
+    runner: Function,
+    /// Redis's error handler: adds the source and line to an error.
+    handler: Function,
+    compiled: HashMap<Sha, Function>,
+    flushes_seen: u64,
+}
+
+/// Lua source of the environment; run once per state with the full libraries, it returns the
+/// script view, the runner, the error handler and the table `redis.call` looks its entry point
+/// up in.
+const PRELUDE: &str = r#"
+local G = _G
+local getinfo = debug.getinfo
+local raw_pcall, raw_error, raw_type, raw_tostring, rawget = pcall, error, type, tostring, rawget
+local setmetatable, rawset = setmetatable, rawset
+G.debug = nil
+G.dofile = nil
+G.loadfile = nil
+G.print = nil
+G.os = { clock = os.clock }
+
+local api = {}
+local redis = {}
+function redis.sha1hex(...)
+  return api.sha1hex(...)
+end
+function redis.error_reply(e)
+  if raw_type(e) ~= 'string' then
+    return { err = 'ERR wrong number or type of arguments' }
+  end
+  return api.error_reply(e)
+end
+function redis.status_reply(s)
+  if raw_type(s) ~= 'string' then
+    return { err = 'ERR wrong number or type of arguments' }
+  end
+  return { ok = s }
+end
+function redis.log(level, ...) end
+function redis.replicate_commands() return true end
+function redis.set_repl(flags) end
+function redis.breakpoint() return false end
+function redis.debug(...) end
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION = '7.4.1'
+redis.REDIS_VERSION_NUM = 0x070401
+G.redis = redis
+
+-- pcall as Redis 7 has it: an error table from redis.call comes back as its message.
+local function pcall_result(ok, ...)
+  if ok then return ok, ... end
+  local e = ...
+  if raw_type(e) == 'userdata' then e = api.error_text(e) end
+  if raw_type(e) == 'table' and raw_type(rawget(e, 'err')) == 'string' then
+    e = rawget(e, 'err')
+  end
+  return false, e
+end
+G.pcall = function(f, ...) return pcall_result(raw_pcall(f, ...)) end
+
+local function readonly(t)
+  return setmetatable({}, {
+    __index = t,
+    __newindex = function() raw_error('Attempt to modify a readonly table', 2) end,
+    __metatable = false,
+  })
+end
+for _, name in ipairs({ 'string', 'table', 'math', 'os', 'redis', 'coroutine' }) do
+  rawset(G, name, readonly(rawget(G, name)))
+end
+
+local env = setmetatable({}, {
+  __index = function(_, k)
+    local v = rawget(G, k)
+    if v == nil then
+      raw_error("Script attempted to access nonexistent global variable '" .. raw_tostring(k) .. "'", 2)
+    end
+    return v
+  end,
+  __newindex = function() raw_error('Attempt to modify a readonly table', 2) end,
+  __metatable = false,
+})
+rawset(G, '_G', env)
+
+local function handler(err)
+  -- The frame that raised: past C functions (error, a library call) and this file's wrappers.
+  local level = 2
+  local i = getinfo(level, 'nSl')
+  while i and (i.what == 'C' or i.source == '@kv_redis_api') do
+    level = level + 1
+    i = getinfo(level, 'nSl')
+  end
+  if raw_type(err) == 'userdata' then
+    err = { err = api.error_text(err) }
+  elseif raw_type(err) ~= 'table' then
+    err = { err = 'ERR ' .. raw_tostring(err) }
+  end
+  if i then
+    err['source'] = i.source
+    err['line'] = i.currentline
+  end
+  return err
+end
+
+local function runner(f, h) return xpcall(f, h) end
+return env, runner, handler, api, redis
+"#;
+
+impl Engine {
+    fn new() -> mlua::Result<Engine> {
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS | StdLib::DEBUG;
+        // SAFETY: `debug` is the one unsafe library loaded; the prelude keeps only its
+        // `getinfo` (in the error handler's upvalue) and removes it from the globals before
+        // any script runs, so no script can reach it.
+        let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
+        let globals = lua.globals();
+        install_random(&lua, &globals)?;
+        let api_sha =
+            lua.create_function(|lua, s: mlua::String| lua.create_string(sha1_hex(&s.as_bytes())))?;
+        let error_reply = lua.create_function(|lua, e: mlua::String| {
+            let e = e.as_bytes();
+            let mut text = Vec::with_capacity(e.len() + 1);
+            if e.first() != Some(&b'-') {
+                text.push(b'-');
+            }
+            text.extend_from_slice(&e);
+            error_table(lua, &text)
+        })?;
+        let error_text = lua.create_function(|lua, e: Lv| {
+            let text = match &e {
+                Lv::Error(err) => script_error_text(err),
+                other => other.to_string()?.into_bytes(),
+            };
+            lua.create_string(text)
+        })?;
+        let (env, runner, handler, api, redis): (Table, Function, Function, Table, Table) =
+            lua.load(PRELUDE).set_name("@kv_redis_api").eval()?;
+        api.set("sha1hex", api_sha)?;
+        api.set("error_reply", error_reply)?;
+        api.set("error_text", error_text)?;
+        Ok(Engine {
+            lua,
+            env,
+            globals,
+            redis,
+            runner,
+            handler,
+            compiled: HashMap::new(),
+            flushes_seen: 0,
+        })
+    }
+
+    /// The compiled function of `body` (named `sha`), or the compile error's text.
+    fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
+        if let Some(f) = self.compiled.get(sha) {
+            return Ok(f.clone());
+        }
+        // A shebang line is skipped, its line feed kept (line numbers stay the user's).
+        let code = match body.strip_prefix(b"#!") {
+            Some(_) => &body[memchr::memchr(b'\n', body).unwrap_or(body.len())..],
+            None => body,
+        };
+        let f = self
+            .lua
+            .load(code)
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| {
+                let mut m = b"ERR Error compiling script (new function): ".to_vec();
+                m.extend_from_slice(lua_error_text(&e).as_bytes());
+                m
+            })?;
+        self.compiled.insert(*sha, f.clone());
+        Ok(f)
+    }
+}
+
+/// The message of a Lua error as Lua wrote it (mlua adds context around some kinds).
+fn lua_error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+/// `math.random` and `math.randomseed` on Redis's generator: the 48-bit linear congruential
+/// generator of `lrand48` (multiplier 0x5DEECE66D, increment 0xB), whose state starts at
+/// 0x1234ABCD330E; a seed `s` sets it to `s << 16 | 0x330E`.
+fn install_random(lua: &Lua, globals: &Table) -> mlua::Result<()> {
+    const MASK: u64 = (1 << 48) - 1;
+    let state = Rc::new(RefCell::new(0x1234_ABCD_330E_u64));
+    let draw = {
+        let state = state.clone();
+        move || {
+            let mut x = state.borrow_mut();
+            *x = (x.wrapping_mul(0x5_DEEC_E66D).wrapping_add(0xB)) & MASK;
+            (*x >> 17) as i64
+        }
+    };
+    let random = lua.create_function(move |_, args: MultiValue| {
+        const MAX: i64 = i32::MAX as i64;
+        let r = (draw() % MAX) as f64 / MAX as f64;
+        let int_arg = |v: Option<&Lv>, n: usize| -> mlua::Result<i64> {
+            match v {
+                Some(Lv::Integer(i)) => Ok(*i),
+                Some(Lv::Number(f)) => Ok(*f as i64),
+                _ => Err(mlua::Error::RuntimeError(format!(
+                    "bad argument #{n} to 'random' (number expected)"
+                ))),
+            }
+        };
+        let empty = |n: usize| {
+            mlua::Error::RuntimeError(format!("bad argument #{n} to 'random' (interval is empty)"))
+        };
+        match args.len() {
+            0 => Ok(r),
+            1 => {
+                let u = int_arg(args.front(), 1)?;
+                if u < 1 {
+                    return Err(empty(1));
+                }
+                Ok((r * u as f64).floor() + 1.0)
+            }
+            2 => {
+                let l = int_arg(args.front(), 1)?;
+                let u = int_arg(args.get(1), 2)?;
+                if l > u {
+                    return Err(empty(2));
+                }
+                Ok((r * (u - l + 1) as f64).floor() + l as f64)
+            }
+            _ => Err(mlua::Error::RuntimeError(
+                "wrong number of arguments".to_string(),
+            )),
+        }
+    })?;
+    let randomseed = lua.create_function(move |_, seed: f64| {
+        let s = seed as i32 as u32 as u64;
+        *state.borrow_mut() = (s << 16) | 0x330E;
+        Ok(())
+    })?;
+    let math: Table = globals.get("math")?;
+    math.set("random", random)?;
+    math.set("randomseed", randomseed)?;
+    Ok(())
+}
+
+thread_local! {
+    static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's Lua state (made on first use), forgetting what it compiled if
+/// `cache` was flushed since.
+fn with_engine<R>(
+    cache: &ScriptCache,
+    f: impl FnOnce(&mut Engine) -> Result<R, Vec<u8>>,
+) -> Result<R, Vec<u8>> {
+    ENGINE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(Engine::new().map_err(internal)?);
+        }
+        let Some(engine) = slot.as_mut() else {
+            return Err(b"ERR the Lua environment is not available".to_vec());
+        };
+        let flushes = cache.flushes();
+        if engine.flushes_seen != flushes {
+            engine.compiled.clear();
+            engine.flushes_seen = flushes;
+        }
+        f(engine)
+    })
+}
+
+/// SCRIPT LOAD: compiles `body` (reporting a syntax error as EVAL would) and keeps it.
+pub fn load(cache: &ScriptCache, body: &[u8]) -> Result<Sha, Vec<u8>> {
+    let sha = sha1_hex(body);
+    with_engine(cache, |e| e.function(&sha, body))?;
+    cache.insert(body);
+    Ok(sha)
+}
+
+/// Runs a script: `keys` and `argv` become KEYS and ARGV, `caller` runs its commands, and
+/// the reply goes to `w`. `read_only` (EVAL_RO, EVALSHA_RO) refuses the commands that write.
+pub fn run(
+    cache: &ScriptCache,
+    source: Source<'_>,
+    keys: &[&[u8]],
+    argv: &[&[u8]],
+    read_only: bool,
+    caller: &mut dyn Caller,
+    w: &mut ReplyWriter<'_>,
+) -> Outcome {
+    let (sha, body) = match source {
+        Source::Body(b) => (sha1_hex(b), None::<Arc<[u8]>>),
+        Source::Sha(sha) => match cache.get(&sha) {
+            Some(b) => (sha, Some(b)),
+            None => return Outcome::NoScript,
+        },
+    };
+    let body_bytes: &[u8] = match (&source, &body) {
+        (Source::Body(b), _) => b,
+        (_, Some(b)) => b,
+        _ => return Outcome::NoScript,
+    };
+    let result = with_engine(cache, |e| -> Result<(), Vec<u8>> {
+        let f = e.function(&sha, body_bytes)?;
+        set_array(&e.lua, &e.globals, "KEYS", keys).map_err(internal)?;
+        set_array(&e.lua, &e.globals, "ARGV", argv).map_err(internal)?;
+        let caller = RefCell::new(caller);
+        let ran = e.lua.scope(|scope| {
+            let call = scope.create_function(|lua, args: MultiValue| {
+                let (v, failed) = call_command(lua, *caller.borrow_mut(), read_only, true, args)?;
+                match (failed, v) {
+                    (true, Lv::Table(t)) => {
+                        let text: mlua::String = t.raw_get("err")?;
+                        Err(mlua::Error::external(ScriptError(text.as_bytes().to_vec())))
+                    }
+                    (_, v) => Ok(v),
+                }
+            })?;
+            let pcall = scope.create_function(|lua, args: MultiValue| {
+                Ok(call_command(lua, *caller.borrow_mut(), read_only, false, args)?.0)
+            })?;
+            e.redis.raw_set("call", call)?;
+            e.redis.raw_set("pcall", pcall)?;
+            let (ok, value): (bool, Lv) = e.runner.call((f.clone(), e.handler.clone()))?;
+            e.redis.raw_set("call", Lv::Nil)?;
+            e.redis.raw_set("pcall", Lv::Nil)?;
+            if ok {
+                write_value(w, &value, 0);
+            } else {
+                write_error(w, &value, &sha);
+            }
+            Ok(())
+        });
+        ran.map_err(internal)
+    });
+    if let Err(e) = result {
+        w.error(&e);
+    }
+    if matches!(source, Source::Body(_)) {
+        cache.insert(body_bytes);
+    }
+    Outcome::Ran
+}
+
+/// An error reply `redis.call` raises: the text of the `err` field of Redis's error table.
+#[derive(Debug)]
+struct ScriptError(Vec<u8>);
+
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl std::error::Error for ScriptError {}
+
+/// The text of an error a Rust function raised into Lua: a [`ScriptError`]'s own, else the
+/// error's message with ERR before it.
+fn script_error_text(e: &mlua::Error) -> Vec<u8> {
+    match e {
+        mlua::Error::ExternalError(inner) => match inner.downcast_ref::<ScriptError>() {
+            Some(s) => s.0.clone(),
+            None => format!("ERR {inner}").into_bytes(),
+        },
+        mlua::Error::CallbackError { cause, .. } => script_error_text(cause),
+        other => format!("ERR {}", lua_error_text(other)).into_bytes(),
+    }
+}
+
+fn internal(e: mlua::Error) -> Vec<u8> {
+    let mut m = b"ERR Error running script: ".to_vec();
+    m.extend_from_slice(one_line(lua_error_text(&e).as_bytes()).as_slice());
+    m
+}
+
+/// `text` with CR and LF turned into spaces (a reply line may hold neither).
+fn one_line(text: &[u8]) -> Vec<u8> {
+    text.iter()
+        .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+        .collect()
+}
+
+fn set_array(lua: &Lua, globals: &Table, name: &str, items: &[&[u8]]) -> mlua::Result<()> {
+    let t = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        t.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    globals.raw_set(name, t)
+}
+
+/// `{err = ...}` from an error reply's text (`-CODE message` or a bare message, which gets
+/// ERR), as Redis builds the error tables scripts see.
+fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
+    let (code, msg): (&[u8], &[u8]) = match text.strip_prefix(b"-") {
+        Some(rest) => match memchr::memchr(b' ', rest) {
+            Some(sp) => (&rest[..sp], &rest[sp + 1..]),
+            None => (b"ERR", rest),
+        },
+        None => (b"ERR", text),
+    };
+    let msg = trim_crlf(msg);
+    let mut full = Vec::with_capacity(code.len() + 1 + msg.len());
+    full.extend_from_slice(code);
+    full.push(b' ');
+    full.extend_from_slice(msg);
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(&full)?)?;
+    Ok(t)
+}
+
+fn trim_crlf(mut s: &[u8]) -> &[u8] {
+    while let [b'\r' | b'\n', rest @ ..] = s {
+        s = rest;
+    }
+    while let [rest @ .., b'\r' | b'\n'] = s {
+        s = rest;
+    }
+    s
+}
+
+/// A number as a command argument: an integer when it is one, else the shortest text that
+/// reads back as the same double.
+fn number_arg(n: f64) -> Vec<u8> {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if n.fract() == 0.0 && (-TWO_63..TWO_63).contains(&n) {
+        return itoa::Buffer::new().format(n as i64).as_bytes().to_vec();
+    }
+    let mut b = ryu::Buffer::new();
+    let s = b.format(n);
+    // Redis writes exponents with a sign (1e+21); ryu writes 1e21.
+    match s.split_once('e') {
+        Some((m, e)) if !e.starts_with('-') => format!("{m}e+{e}").into_bytes(),
+        _ => s.as_bytes().to_vec(),
+    }
+}
+
+/// `redis.call` / `redis.pcall`: returns the reply as a Lua value and whether it is an error
+/// that `redis.call` raises.
+fn call_command(
+    lua: &Lua,
+    caller: &mut dyn Caller,
+    read_only: bool,
+    raise: bool,
+    args: MultiValue,
+) -> mlua::Result<(Lv, bool)> {
+    let fail = |text: &[u8]| -> mlua::Result<(Lv, bool)> {
+        Ok((Lv::Table(error_table(lua, text)?), raise))
+    };
+    if args.is_empty() {
+        return fail(b"Please specify at least one argument for this redis lib call");
+    }
+    let mut owned: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+    for a in args.iter() {
+        match a {
+            Lv::String(s) => owned.push(s.as_bytes().to_vec()),
+            Lv::Integer(i) => owned.push(itoa::Buffer::new().format(*i).as_bytes().to_vec()),
+            Lv::Number(n) => owned.push(number_arg(*n)),
+            _ => return fail(b"Lua redis lib command arguments must be strings or integers"),
+        }
+    }
+    let argv: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+    let Some(spec) = crate::commands::lookup(argv[0]) else {
+        return fail(b"Unknown Redis command called from script");
+    };
+    if !spec.arity_ok(argv.len()) {
+        return fail(b"Wrong number of args calling Redis command from script");
+    }
+    if spec.has(crate::commands::flags::NOSCRIPT) {
+        return fail(b"This Redis command is not allowed from script");
+    }
+    if read_only && spec.has(crate::commands::flags::WRITE) {
+        return fail(b"Write commands are not allowed from read-only scripts.");
+    }
+    let mut out = Vec::new();
+    if let Err(refused) = caller.call(&argv, &mut out) {
+        return fail(&refused);
+    }
+    let reply = match parse_reply(&out) {
+        Ok(Some((v, _))) => v,
+        _ => return fail(b"-ERR the command gave no reply the script can read"),
+    };
+    let failed = matches!(reply, Value::Error(_));
+    Ok((to_lua(lua, reply)?, raise && failed))
+}
+
+/// A RESP2 reply as a script sees it.
+fn to_lua(lua: &Lua, v: Value) -> mlua::Result<Lv> {
+    Ok(match v {
+        Value::Int(i) => Lv::Number(i as f64),
+        Value::Bulk(b) => Lv::String(lua.create_string(&b)?),
+        Value::Null | Value::NullArray => Lv::Boolean(false),
+        Value::Simple(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(&s)?)?;
+            Lv::Table(t)
+        }
+        Value::Error(e) => {
+            let mut text = Vec::with_capacity(e.len() + 1);
+            text.push(b'-');
+            text.extend_from_slice(&e);
+            Lv::Table(error_table(lua, &text)?)
+        }
+        Value::Array(items) | Value::Set(items) | Value::Push(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.into_iter().enumerate() {
+                t.raw_set(i + 1, to_lua(lua, item)?)?;
+            }
+            Lv::Table(t)
+        }
+        Value::Map(pairs) => {
+            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
+            for (i, (k, v)) in pairs.into_iter().enumerate() {
+                t.raw_set(2 * i + 1, to_lua(lua, k)?)?;
+                t.raw_set(2 * i + 2, to_lua(lua, v)?)?;
+            }
+            Lv::Table(t)
+        }
+        Value::Double(d) => Lv::Number(d),
+        Value::Bool(b) => Lv::Boolean(b),
+        other => Lv::String(lua.create_string(format!("{other:?}"))?),
+    })
+}
+
+/// How deep a returned table may nest before the rest is cut (Lua's own C stack bounds
+/// Redis's recursion; a self-referencing table would otherwise never end).
+const MAX_DEPTH: usize = 1000;
+
+/// A script's return value, by Redis's rules for a RESP2 script.
+fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize) {
+    match v {
+        Lv::String(s) => w.bulk(&s.as_bytes()),
+        Lv::Boolean(true) => w.int(1),
+        Lv::Integer(i) => w.int(*i),
+        Lv::Number(n) => w.int(truncate(*n)),
+        Lv::Table(t) => {
+            if let Ok(Lv::String(e)) = t.raw_get::<Lv>("err") {
+                // As Redis: written after its `-` as it is (a leading `-` of its own stays).
+                return w.error(&one_line(&e.as_bytes()));
+            }
+            if let Ok(Lv::String(s)) = t.raw_get::<Lv>("ok") {
+                return w.simple(&one_line(&s.as_bytes()));
+            }
+            if depth >= MAX_DEPTH {
+                return w.error(b"ERR reached lua stack limit");
+            }
+            let mut items = Vec::new();
+            let mut i = 1;
+            while let Ok(item) = t.raw_get::<Lv>(i) {
+                if item.is_nil() {
+                    break;
+                }
+                items.push(item);
+                i += 1;
+            }
+            w.array_len(items.len());
+            for item in &items {
+                write_value(w, item, depth + 1);
+            }
+        }
+        _ => w.null(),
+    }
+}
+
+/// C's `(long long)` of a double: toward zero, saturated (NaN is the minimum, as on x86).
+fn truncate(n: f64) -> i64 {
+    if n.is_nan() {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+/// A failed run's reply: the error table's message with where it happened.
+fn write_error(w: &mut ReplyWriter<'_>, err: &Lv, sha: &Sha) {
+    let Lv::Table(t) = err else {
+        let text = match err {
+            Lv::String(s) => s.to_string_lossy(),
+            _ => "execution failure".to_string(),
+        };
+        let mut m = b"ERR Error running script f_".to_vec();
+        m.extend_from_slice(sha);
+        m.extend_from_slice(b", ");
+        m.extend_from_slice(one_line(&text.as_bytes()[..text.len().min(100)]).as_slice());
+        return w.error(&m);
+    };
+    let field = |name: &str| -> Option<Vec<u8>> {
+        match t.raw_get::<Lv>(name).ok()? {
+            Lv::String(s) => Some(s.as_bytes().to_vec()),
+            Lv::Integer(i) => Some(i.to_string().into_bytes()),
+            Lv::Number(n) => Some(number_arg(n)),
+            _ => None,
+        }
+    };
+    let mut m = field("err").unwrap_or_default();
+    if let (Some(source), Some(line)) = (field("source"), field("line")) {
+        m.extend_from_slice(b" script: ");
+        m.extend_from_slice(sha);
+        m.extend_from_slice(b", on ");
+        m.extend_from_slice(&source);
+        m.push(b':');
+        m.extend_from_slice(&line);
+        m.push(b'.');
+    }
+    w.error(&one_line(&m));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha_of_empty_is_sha1s() {
+        assert_eq!(&sha1_hex(b""), b"da39a3ee5e6b4b0d3255bfef95601890afd80709");
+        assert_eq!(
+            parse_sha(b"DA39A3EE5E6B4B0D3255BFEF95601890AFD80709"),
+            Some(sha1_hex(b""))
+        );
+        assert_eq!(parse_sha(b"xyz"), None);
+    }
+
+    #[test]
+    fn numbers_as_arguments_read_back() {
+        assert_eq!(number_arg(3.0), b"3");
+        assert_eq!(number_arg(-0.5), b"-0.5");
+        assert_eq!(number_arg(1e21), b"1e+21");
+        for n in [0.1, 1.5e-7, 123.456, -1e300, 2f64.powi(70)] {
+            let back: f64 = std::str::from_utf8(&number_arg(n))
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_eq!(back, n);
+        }
+    }
+}
