@@ -167,7 +167,7 @@ G.loadfile = nil
 G.print = nil
 G.os = { clock = os.clock }
 
-local api = {}
+local api = ...
 local redis = {}
 function redis.sha1hex(...)
   return api.sha1hex(...)
@@ -195,6 +195,74 @@ redis.REDIS_VERSION = '7.4.1'
 redis.REDIS_VERSION_NUM = 0x070401
 G.redis = redis
 
+-- cjson (lua-cjson 2.1 as Redis builds it): encode here, decode in Rust.
+local cjson = { null = api.null, decode = api.json_decode }
+local format, floor, gsub, huge = string.format, math.floor, string.gsub, math.huge
+local escapes = {
+  ['\b'] = '\\b', ['\t'] = '\\t', ['\n'] = '\\n', ['\f'] = '\\f', ['\r'] = '\\r',
+  ['"'] = '\\"', ['\\'] = '\\\\', ['/'] = '\\/', ['\127'] = '\\u007f',
+}
+for i = 0, 31 do
+  local c = string.char(i)
+  if not escapes[c] then escapes[c] = format('\\u%04x', i) end
+end
+local function fail(kind, why)
+  raw_error('Cannot serialise ' .. kind .. ': ' .. why, 0)
+end
+local function enc_number(n)
+  if n ~= n or n == huge or n == -huge then fail('number', 'must not be NaN or Inf') end
+  return format('%.14g', n)
+end
+local function enc_string(s)
+  return '"' .. (gsub(s, '[%c"\\/]', escapes)) .. '"'
+end
+local encode_value
+local function enc_table(t, depth)
+  if depth > 1000 then raw_error(format('Cannot serialise, excessive nesting (%d)', depth), 0) end
+  local max, items, array = 0, 0, true
+  for k in pairs(t) do
+    if raw_type(k) == 'number' and k ~= 0 and floor(k) == k and k >= 1 then
+      if k > max then max = k end
+      items = items + 1
+    else
+      array = false
+      break
+    end
+  end
+  if array and max > items * 2 and max > 10 then fail('table', 'excessively sparse array') end
+  local out = {}
+  if array and max > 0 then
+    for i = 1, max do out[i] = encode_value(t[i], depth) end
+    return '[' .. table.concat(out, ',') .. ']'
+  end
+  for k, v in pairs(t) do
+    local kt = raw_type(k)
+    local key
+    if kt == 'number' then key = '"' .. enc_number(k) .. '"'
+    elseif kt == 'string' then key = enc_string(k)
+    else fail(kt, 'table key must be a number or string') end
+    out[#out + 1] = key .. ':' .. encode_value(v, depth)
+  end
+  return '{' .. table.concat(out, ',') .. '}'
+end
+encode_value = function(v, depth)
+  local t = raw_type(v)
+  if t == 'string' then return enc_string(v)
+  elseif t == 'number' then return enc_number(v)
+  elseif t == 'boolean' then return v and 'true' or 'false'
+  elseif t == 'nil' then return 'null'
+  elseif t == 'table' then return enc_table(v, depth + 1)
+  elseif v == cjson.null then return 'null'
+  end
+  fail(t, 'type not supported')
+end
+api.encode_value = encode_value
+api.cjson = cjson
+G.cjson = cjson
+
+-- bit (LuaBitOp), in Rust.
+G.bit = api.bit
+
 -- pcall as Redis 7 has it: an error table from redis.call comes back as its message.
 local function pcall_result(ok, ...)
   if ok then return ok, ... end
@@ -214,7 +282,7 @@ local function readonly(t)
     __metatable = false,
   })
 end
-for _, name in ipairs({ 'string', 'table', 'math', 'os', 'redis', 'coroutine' }) do
+for _, name in ipairs({ 'string', 'table', 'math', 'os', 'redis', 'coroutine', 'cjson', 'bit' }) do
   rawset(G, name, readonly(rawget(G, name)))
 end
 
@@ -282,11 +350,34 @@ impl Engine {
             };
             lua.create_string(text)
         })?;
-        let (env, runner, handler, api, redis): (Table, Function, Function, Table, Table) =
-            lua.load(PRELUDE).set_name("@kv_redis_api").eval()?;
+        let api = lua.create_table()?;
         api.set("sha1hex", api_sha)?;
         api.set("error_reply", error_reply)?;
         api.set("error_text", error_text)?;
+        api.set(
+            "null",
+            Lv::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
+        )?;
+        api.set("json_decode", lua.create_function(json_decode)?)?;
+        api.set("bit", bit_library(&lua)?)?;
+        let (env, runner, handler, api, redis): (Table, Function, Function, Table, Table) =
+            lua.load(PRELUDE).set_name("@kv_redis_api").call(api)?;
+        // cjson.encode is a C function in Redis: an error names the script's line, and a
+        // script's `return cjson.encode(x)` keeps its frame. So is ours, around the encoder.
+        let encode_value: Function = api.get("encode_value")?;
+        let encode = lua.create_function(move |lua, args: MultiValue| {
+            if args.len() != 1 {
+                return Err(located(
+                    lua,
+                    "bad argument #1 to 'encode' (expected 1 argument)",
+                ));
+            }
+            encode_value
+                .call::<mlua::String>((args.front().cloned().unwrap_or(Lv::Nil), 0))
+                .map_err(|e| located(lua, &lua_error_text(&e)))
+        })?;
+        let cjson: Table = api.get("cjson")?;
+        cjson.raw_set("encode", encode)?;
         Ok(Engine {
             lua,
             env,
@@ -325,11 +416,164 @@ impl Engine {
     }
 }
 
+/// An error raised by a library function, with the position of the script line that called
+/// it in front, as `luaL_error` writes it.
+fn located(lua: &Lua, msg: &str) -> mlua::Error {
+    let at = lua
+        .inspect_stack(1, |d| {
+            let line = d.current_line().unwrap_or(0);
+            let src = d.source().short_src.map(|s| s.into_owned());
+            match src {
+                Some(src) if line > 0 => format!("{src}:{line}: "),
+                _ => String::new(),
+            }
+        })
+        .unwrap_or_default();
+    mlua::Error::RuntimeError(format!("{at}{msg}"))
+}
+
+/// `cjson.decode`: JSON text to Lua values (`null` is `cjson.null`).
+fn json_decode(lua: &Lua, text: mlua::String) -> mlua::Result<Lv> {
+    let v: serde_json::Value = serde_json::from_slice(&text.as_bytes())
+        .map_err(|e| located(lua, &format!("Expected value but found invalid token: {e}")))?;
+    json_to_lua(lua, &v)
+}
+
+fn json_to_lua(lua: &Lua, v: &serde_json::Value) -> mlua::Result<Lv> {
+    use serde_json::Value as J;
+    Ok(match v {
+        J::Null => Lv::LightUserData(mlua::LightUserData(std::ptr::null_mut())),
+        J::Bool(b) => Lv::Boolean(*b),
+        J::Number(n) => Lv::Number(n.as_f64().unwrap_or(f64::NAN)),
+        J::String(s) => Lv::String(lua.create_string(s)?),
+        J::Array(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, json_to_lua(lua, item)?)?;
+            }
+            Lv::Table(t)
+        }
+        J::Object(map) => {
+            let t = lua.create_table_with_capacity(0, map.len())?;
+            for (k, item) in map {
+                t.raw_set(lua.create_string(k)?, json_to_lua(lua, item)?)?;
+            }
+            Lv::Table(t)
+        }
+    })
+}
+
+/// LuaBitOp's `bit` library: numbers as 32-bit integers (rounded, wrapped), results signed.
+fn bit_library(lua: &Lua) -> mlua::Result<Table> {
+    fn tobit(lua: &Lua, name: &str, n: usize, v: &Lv) -> mlua::Result<i32> {
+        let x = match v {
+            Lv::Integer(i) => *i as f64,
+            Lv::Number(f) => *f,
+            Lv::String(s) => s
+                .to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .ok_or_else(|| bad_arg(lua, name, n, v))?,
+            _ => return Err(bad_arg(lua, name, n, v)),
+        };
+        // LuaBitOp adds 2^52 + 2^51 and keeps the low 32 bits: round half to even, wrap.
+        Ok((x + 6_755_399_441_055_744.0).to_bits() as u32 as i32)
+    }
+    fn bad_arg(lua: &Lua, name: &str, n: usize, v: &Lv) -> mlua::Error {
+        let got = if v.is_nil() {
+            "no value"
+        } else {
+            v.type_name()
+        };
+        located(
+            lua,
+            &format!("bad argument #{n} to '{name}' (number expected, got {got})"),
+        )
+    }
+    fn arg(args: &MultiValue, i: usize) -> Lv {
+        args.get(i).cloned().unwrap_or(Lv::Nil)
+    }
+    let t = lua.create_table()?;
+    type Unary = (&'static str, fn(i32) -> i32);
+    type Binary = (&'static str, fn(i32, i32) -> i32);
+    type Shift = (&'static str, fn(i32, u32) -> i32);
+    let unary: [Unary; 3] = [
+        ("tobit", |x| x),
+        ("bnot", |x| !x),
+        ("bswap", |x| x.swap_bytes()),
+    ];
+    for (name, f) in unary {
+        t.set(
+            name,
+            lua.create_function(move |lua, args: MultiValue| {
+                Ok(f64::from(f(tobit(lua, name, 1, &arg(&args, 0))?)))
+            })?,
+        )?;
+    }
+    let fold: [Binary; 3] = [
+        ("band", |a, b| a & b),
+        ("bor", |a, b| a | b),
+        ("bxor", |a, b| a ^ b),
+    ];
+    for (name, f) in fold {
+        t.set(
+            name,
+            lua.create_function(move |lua, args: MultiValue| {
+                let mut acc = tobit(lua, name, 1, &arg(&args, 0))?;
+                for i in 1..args.len() {
+                    acc = f(acc, tobit(lua, name, i + 1, &arg(&args, i))?);
+                }
+                Ok(f64::from(acc))
+            })?,
+        )?;
+    }
+    let shifts: [Shift; 5] = [
+        ("lshift", |x, n| ((x as u32) << n) as i32),
+        ("rshift", |x, n| ((x as u32) >> n) as i32),
+        ("arshift", |x, n| x >> n),
+        ("rol", |x, n| (x as u32).rotate_left(n) as i32),
+        ("ror", |x, n| (x as u32).rotate_right(n) as i32),
+    ];
+    for (name, f) in shifts {
+        t.set(
+            name,
+            lua.create_function(move |lua, args: MultiValue| {
+                let x = tobit(lua, name, 1, &arg(&args, 0))?;
+                let n = tobit(lua, name, 2, &arg(&args, 1))? as u32 & 31;
+                Ok(f64::from(f(x, n)))
+            })?,
+        )?;
+    }
+    t.set(
+        "tohex",
+        lua.create_function(|lua, args: MultiValue| {
+            let x = tobit(lua, "tohex", 1, &arg(&args, 0))? as u32;
+            let n = match arg(&args, 1) {
+                Lv::Nil => 8,
+                other => tobit(lua, "tohex", 2, &other)?,
+            };
+            let upper = n < 0;
+            let n = n.unsigned_abs().min(8) as usize;
+            let hex = if upper {
+                format!("{x:08X}")
+            } else {
+                format!("{x:08x}")
+            };
+            lua.create_string(&hex[8 - n..])
+        })?,
+    )?;
+    Ok(t)
+}
+
 /// The message of a Lua error as Lua wrote it (mlua adds context around some kinds).
 fn lua_error_text(e: &mlua::Error) -> String {
     match e {
         mlua::Error::SyntaxError { message, .. } => message.clone(),
-        mlua::Error::RuntimeError(m) => m.clone(),
+        // mlua appends a traceback to an error coming out of Lua code; Redis shows none.
+        mlua::Error::RuntimeError(m) => m
+            .split_once("\nstack traceback:")
+            .map_or(m.as_str(), |(head, _)| head)
+            .to_string(),
         mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
         other => other.to_string(),
     }
@@ -349,20 +593,29 @@ fn install_random(lua: &Lua, globals: &Table) -> mlua::Result<()> {
             (*x >> 17) as i64
         }
     };
-    let random = lua.create_function(move |_, args: MultiValue| {
+    let random = lua.create_function(move |lua, args: MultiValue| {
         const MAX: i64 = i32::MAX as i64;
         let r = (draw() % MAX) as f64 / MAX as f64;
         let int_arg = |v: Option<&Lv>, n: usize| -> mlua::Result<i64> {
-            match v {
-                Some(Lv::Integer(i)) => Ok(*i),
-                Some(Lv::Number(f)) => Ok(*f as i64),
-                _ => Err(mlua::Error::RuntimeError(format!(
-                    "bad argument #{n} to 'random' (number expected)"
-                ))),
-            }
+            let number = match v {
+                Some(Lv::Integer(i)) => Some(*i as f64),
+                Some(Lv::Number(f)) => Some(*f),
+                Some(Lv::String(s)) => s.to_str().ok().and_then(|s| s.trim().parse().ok()),
+                _ => None,
+            };
+            number.map(|f| f as i64).ok_or_else(|| {
+                let got = v.filter(|v| !v.is_nil()).map_or("no value", Lv::type_name);
+                located(
+                    lua,
+                    &format!("bad argument #{n} to 'random' (number expected, got {got})"),
+                )
+            })
         };
         let empty = |n: usize| {
-            mlua::Error::RuntimeError(format!("bad argument #{n} to 'random' (interval is empty)"))
+            located(
+                lua,
+                &format!("bad argument #{n} to 'random' (interval is empty)"),
+            )
         };
         match args.len() {
             0 => Ok(r),
@@ -381,9 +634,7 @@ fn install_random(lua: &Lua, globals: &Table) -> mlua::Result<()> {
                 }
                 Ok((r * (u - l + 1) as f64).floor() + l as f64)
             }
-            _ => Err(mlua::Error::RuntimeError(
-                "wrong number of arguments".to_string(),
-            )),
+            _ => Err(located(lua, "wrong number of arguments")),
         }
     })?;
     let randomseed = lua.create_function(move |_, seed: f64| {

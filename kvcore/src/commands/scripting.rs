@@ -96,61 +96,86 @@ impl Caller for StoreCaller<'_> {
 pub const NOT_LOCAL: &[u8] = b"Script attempted to access a non local key in a cluster node";
 
 fn run_script(c: &mut Ctx<'_>, a: &[&[u8]], by_sha: bool, read_only: bool) {
+    let cache = c.db.scripts.clone();
+    let mut caller = StoreCaller {
+        session: script_session(c.session),
+        db: c.db,
+    };
+    run_with(&cache, a, by_sha, read_only, &mut caller, &mut c.out);
+}
+
+/// The session a script's commands run in, for a script called by `caller`: its database,
+/// RESP2, authenticated (a SELECT in the script stays in the script).
+pub fn script_session(caller: &Session) -> Session {
+    Session {
+        db: caller.db,
+        id: caller.id,
+        local: caller.local,
+        authenticated: true,
+        ..Session::default()
+    }
+}
+
+/// Whether `name` (lowercase) is EVAL, EVALSHA or a read-only form.
+pub fn is_script_command(name: &str) -> bool {
+    matches!(name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+}
+
+/// EVAL, EVALSHA, EVAL_RO or EVALSHA_RO (`a[0]`) with its commands run through `caller`, for a
+/// host that runs a script's commands itself (a server whose keys live on several stores).
+pub fn run_script_with(
+    cache: &script::ScriptCache,
+    a: &[&[u8]],
+    caller: &mut dyn Caller,
+    w: &mut crate::resp::ReplyWriter<'_>,
+) {
+    let name = a[0].to_ascii_lowercase();
+    let by_sha = name.starts_with(b"evalsha");
+    let read_only = name.ends_with(b"_ro");
+    run_with(cache, a, by_sha, read_only, caller, w);
+}
+
+fn run_with(
+    cache: &script::ScriptCache,
+    a: &[&[u8]],
+    by_sha: bool,
+    read_only: bool,
+    caller: &mut dyn Caller,
+    w: &mut crate::resp::ReplyWriter<'_>,
+) {
     let n = match args::int(a[2]) {
         Ok(n) => n,
-        Err(e) => return c.out.error(e.message().as_bytes()),
+        Err(e) => return w.error(e.message().as_bytes()),
     };
     if n < 0 {
-        return c.out.error(b"ERR Number of keys can't be negative");
+        return w.error(b"ERR Number of keys can't be negative");
     }
     if n as u64 > (a.len() - 3) as u64 {
-        return c
-            .out
-            .error(b"ERR Number of keys can't be greater than number of args");
+        return w.error(b"ERR Number of keys can't be greater than number of args");
     }
     let (keys, argv) = a[3..].split_at(n as usize);
     let source = if by_sha {
         match script::parse_sha(a[1]) {
             Some(sha) => Source::Sha(sha),
-            None => return c.out.error(NO_SCRIPT),
+            None => return w.error(NO_SCRIPT),
         }
     } else {
         Source::Body(a[1])
     };
-    let read_only = read_only || source_is_no_writes(c.db, &source);
-    let cache = c.db.scripts.clone();
-    let mut caller = StoreCaller {
-        session: Session {
-            db: c.session.db,
-            id: c.session.id,
-            local: c.session.local,
-            authenticated: true,
-            ..Session::default()
-        },
-        db: c.db,
-    };
-    if script::run(
-        &cache,
-        source,
-        keys,
-        argv,
-        read_only,
-        &mut caller,
-        &mut c.out,
-    ) == Outcome::NoScript
-    {
-        c.out.error(NO_SCRIPT);
+    let read_only = read_only || source_is_no_writes(cache, &source);
+    if script::run(cache, source, keys, argv, read_only, caller, w) == Outcome::NoScript {
+        w.error(NO_SCRIPT);
     }
 }
 
 const NO_SCRIPT: &[u8] = b"NOSCRIPT No matching script. Please use EVAL.";
 
 /// Whether the script's shebang line (`#!lua flags=...`) declares `no-writes`.
-fn source_is_no_writes(db: &Db, source: &Source<'_>) -> bool {
+fn source_is_no_writes(cache: &script::ScriptCache, source: &Source<'_>) -> bool {
     let body;
     let b: &[u8] = match source {
         Source::Body(b) => b,
-        Source::Sha(sha) => match db.scripts.get(sha) {
+        Source::Sha(sha) => match cache.get(sha) {
             Some(found) => {
                 body = found;
                 &body

@@ -6,4 +6,5 @@
 pub mod blocking;
 pub mod multi;
 pub mod route;
+pub mod script;
 pub mod tx;

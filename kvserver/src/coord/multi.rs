@@ -284,6 +284,9 @@ pub async fn run_locked(
             }
         }
         "sort" | "sort_ro" => sort(shard, held, session, spec, args, w.out).await,
+        name if commands::scripting_api::is_script_command(name) => {
+            super::script::run_everywhere(shard, held, session, args, w.out).await
+        }
         _ => w.error(b"CROSSSLOT Keys in request don't hash to the same slot"),
     }
 }

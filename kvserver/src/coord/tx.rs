@@ -177,6 +177,7 @@ pub(crate) fn locks_everything(spec: &CommandSpec, args: &[&[u8]], n: usize) -> 
         || matches!(spec.name, "swapdb" | "move" | "flushall" | "flushdb")
         || (spec.name == "copy" && args.iter().any(|a| a.eq_ignore_ascii_case(b"DB")))
         || (matches!(spec.name, "sort" | "sort_ro") && n > 1 && sort_api::has_patterns(args))
+        || super::script::spans_shards(spec, args, n)
 }
 
 /// Commands a shard's store alone cannot answer for a transaction's client: the fast path

@@ -114,7 +114,8 @@ static LANE: std::sync::LazyLock<Box<[bool]>> = std::sync::LazyLock::new(|| {
                 && !admin::may_be_special(spec)
                 && !matches!(spec.name, "debug" | "sort" | "sort_ro")
                 && !changes_session(spec.name)
-                && !more_than_store(spec.name);
+                && !more_than_store(spec.name)
+                && !commands::scripting_api::is_script_command(spec.name);
         }
     }
     lane.into_boxed_slice()
@@ -166,6 +167,9 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     }
     if shard.n == 1 {
         return Route::Local(Some(spec), true);
+    }
+    if crate::coord::script::spans_shards(spec, args, shard.n) {
+        return Route::Multi(spec);
     }
     // BY and GET patterns name keys that only the sorted elements tell.
     if matches!(spec.name, "sort" | "sort_ro") && sort_api::has_patterns(args) {

@@ -207,7 +207,7 @@ impl Shard {
     /// waits on gets its turn (a key with nothing to pop keeps its waiters).
     #[cold]
     #[inline(never)]
-    fn wake_every_waited(&self) {
+    pub fn wake_every_waited(&self) {
         let keys: Vec<Vec<u8>> = self.waiters.borrow().keys().cloned().collect();
         for k in keys {
             self.serve(&k);

@@ -119,6 +119,56 @@ const CASES: &[&[&str]] = &[
         "#!lua flags=no-writes\nreturn redis.call('set', 'a', 'b')",
         "0",
     ],
+    &["EVAL", "return cjson.encode({1,2,3,'x',true,false})", "0"],
+    &["EVAL", "return cjson.encode({a=1})", "0"],
+    &["EVAL", "return cjson.encode({})", "0"],
+    &["EVAL", "return cjson.encode({[1]=1,[3]=3})", "0"],
+    &["EVAL", "return cjson.encode({[20]=1})", "0"],
+    &[
+        "EVAL",
+        "return cjson.encode('a/b\"c\\\\d\\n\\t\\1\\127é')",
+        "0",
+    ],
+    &["EVAL", "return cjson.encode(1/3)", "0"],
+    &["EVAL", "return cjson.encode(1e20)", "0"],
+    &["EVAL", "return cjson.encode(0/0)", "0"],
+    &["EVAL", "return cjson.encode(cjson.null)", "0"],
+    &["EVAL", "return cjson.encode({f=function() end})", "0"],
+    &["EVAL", "return cjson.encode({[true]=1})", "0"],
+    &["EVAL", "return cjson.encode(3, 4)", "0"],
+    &[
+        "EVAL",
+        "return cjson.decode('[1,2,\"x\",null,{\"a\":true}]')[3]",
+        "0",
+    ],
+    &[
+        "EVAL",
+        "return type(cjson.decode('[1,2,\"x\",null]')[4])",
+        "0",
+    ],
+    &[
+        "EVAL",
+        "return cjson.decode('{\"a\":[1,2,{\"b\":\"c\"}]}').a[3].b",
+        "0",
+    ],
+    &["EVAL", "return cjson.decode('{\"a\":1.5}').a * 2", "0"],
+    &["EVAL", "return bit.band(0xff, 0x0f)", "0"],
+    &["EVAL", "return bit.bor(1, 2, 4)", "0"],
+    &["EVAL", "return bit.tohex(255)", "0"],
+    &["EVAL", "return bit.tohex(-1, -4)", "0"],
+    &["EVAL", "return bit.lshift(1, 31)", "0"],
+    &["EVAL", "return bit.rshift(-1, 28)", "0"],
+    &["EVAL", "return bit.arshift(-16, 2)", "0"],
+    &["EVAL", "return bit.bnot(0)", "0"],
+    &["EVAL", "return bit.tobit(2^32 + 5)", "0"],
+    &["EVAL", "return bit.bxor(5, 3)", "0"],
+    &["EVAL", "return bit.rol(0x12345678, 8)", "0"],
+    &["EVAL", "return bit.bswap(0x12345678)", "0"],
+    &["EVAL", "return bit.band('x')", "0"],
+    &["EVAL", "cjson.encode = nil", "0"],
+    &["EVAL", "return math.random('x')", "0"],
+    &["EVAL", "return math.random(0)", "0"],
+    &["EVAL", "return math.random(1, 2, 3)", "0"],
     &["SCRIPT", "LOAD", "return 'loaded'"],
     &["EVALSHA", "2f31ba2bb6d6a0f42cc159d2e2dad55440778de3", "0"],
     &["EVALSHA", "a5b7c7d6c1a8f9b9fdd5da6c5d29efc1e2e3d4f0", "0"],
@@ -164,8 +214,17 @@ fn script_help_as_redis_7_4() {
     );
 }
 
-/// A script whose keys share a hash tag runs where they live, on any shard; one that touches
-/// a key of another shard gets Redis Cluster's error for a non-local key.
+/// The same cases on two shards: scripts with no keys, or keys on both shards, take every
+/// shard's keys and reach each key where it lives.
+#[test]
+fn eval_as_redis_on_two_shards() {
+    let cmds: Vec<Cmd> = CASES.iter().map(|c| cmd(c)).collect();
+    compare(&cmds, &["--threads", "2"]);
+}
+
+/// On two shards: a script whose keys share a hash tag runs where they live; one with keys
+/// on both shards, or none declared, reaches every key atomically; one whose declared keys are
+/// one shard's gets Redis Cluster's error for a non-local key when it touches another shard's.
 #[test]
 fn eval_on_two_shards() {
     let server = Server::start(&["--threads", "2"]);
@@ -190,29 +249,54 @@ fn eval_on_two_shards() {
             b"$1\r\nx\r\n".to_vec()
         ]
     );
-    // Find two keys on different shards, as the server routes them.
-    let mut found = None;
-    for i in 0..100 {
-        let k = format!("key{i}");
+    // Keys on both shards (k0 ... k15 fall on both), declared and not.
+    let keys: Vec<String> = (0..16).map(|i| format!("k{i}")).collect();
+    let mut declared = vec![
+        "EVAL",
+        "for i, k in ipairs(KEYS) do redis.call('set', k, i) end return #KEYS",
+        "16",
+    ];
+    declared.extend(keys.iter().map(String::as_str));
+    let read = [
+        "EVAL",
+        "local t = {} for i = 1, 16 do t[i] = redis.call('get', 'k' .. (i - 1)) end return t",
+        "0",
+    ];
+    let r = c.pipeline(&[cmd(&declared), cmd(&read)]);
+    assert_eq!(r[0], b":16\r\n".to_vec());
+    let mut want = b"*16\r\n".to_vec();
+    for i in 1..=16 {
+        want.extend_from_slice(format!("${}\r\n{i}\r\n", i.to_string().len()).as_bytes());
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&r[1]),
+        String::from_utf8_lossy(&want)
+    );
+    // One declared key: its shard's alone.
+    let mut refused = 0;
+    for k in &keys {
         let r = c.pipeline(&[cmd(&[
             "EVAL",
-            "return redis.call('set', KEYS[1], 1)",
+            "return redis.call('get', ARGV[1])",
             "1",
-            &k,
+            "k0",
+            k,
         ])]);
-        assert_eq!(r[0], b"+OK\r\n".to_vec());
-        let r = c.pipeline(&[cmd(&["EVAL", "return redis.call('get', ARGV[1])", "0", &k])]);
         if r[0].starts_with(b"-") {
-            found = Some(String::from_utf8_lossy(&r[0]).into_owned());
-            break;
+            let text = String::from_utf8_lossy(&r[0]).into_owned();
+            assert!(
+                text.starts_with(
+                    "-ERR Script attempted to access a non local key in a cluster node script:"
+                ),
+                "{text}"
+            );
+            refused += 1;
         }
     }
-    let err = found.expect("some key lives on the other shard");
     assert!(
-        err.starts_with(
-            "-ERR Script attempted to access a non local key in a cluster node script:"
-        ),
-        "{err}"
+        refused > 0 && refused < keys.len(),
+        "{refused} of {} refused",
+        keys.len()
     );
 }
 
@@ -238,4 +322,68 @@ fn script_push_serves_a_blocked_pop() {
     assert_eq!(r[0], b":1\r\n".to_vec());
     let got = blocked.receive(&[cmd(&["BLPOP", "q", "5"])]);
     assert_eq!(got[0], b"*2\r\n$1\r\nq\r\n$1\r\nx\r\n".to_vec());
+}
+
+/// Scripts moving units between keys of both shards, from clients on both shards at once,
+/// while readers sum every key (a script and an MGET): no reader sees a move half done, and
+/// no script waits forever for another shard.
+#[test]
+fn scripts_across_shards_are_atomic_under_load() {
+    let server = Server::start(&["--threads", "2"]);
+    let keys: Vec<String> = (0..8).map(|i| format!("acct{i}")).collect();
+    let mut setup = vec!["MSET".to_string()];
+    for k in &keys {
+        setup.push(k.clone());
+        setup.push("100".to_string());
+    }
+    let setup: Vec<&str> = setup.iter().map(String::as_str).collect();
+    Conn::open(server.port).pipeline(&[cmd(&setup)]);
+    let port = server.port;
+    let movers: Vec<_> = (0..4)
+        .map(|t| {
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                let mut c = Conn::open(port);
+                let mut rng = 0x9e37_79b9_u64 + t;
+                for _ in 0..300 {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let (a, b) = (rng as usize % 8, (rng >> 8) as usize % 8);
+                    let r = c.pipeline(&[cmd(&[
+                        "EVAL",
+                        "redis.call('decrby', KEYS[1], 1) return redis.call('incrby', KEYS[2], 1)",
+                        "2",
+                        &keys[a],
+                        &keys[b],
+                    ])]);
+                    assert!(r[0].starts_with(b":"), "{}", String::from_utf8_lossy(&r[0]));
+                }
+            })
+        })
+        .collect();
+    let mut reader = Conn::open(port);
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let sum_script =
+        "local s = 0 for i = 0, 7 do s = s + tonumber(redis.call('get', 'acct' .. i)) end return s";
+    while !movers.iter().all(|m| m.is_finished()) {
+        let r = reader.pipeline(&[cmd(&["EVAL", sum_script, "0"]), cmd(&mget)]);
+        assert_eq!(
+            r[0],
+            b":800\r\n".to_vec(),
+            "{}",
+            String::from_utf8_lossy(&r[0])
+        );
+        let text = String::from_utf8_lossy(&r[1]).into_owned();
+        let sum: i64 = text
+            .split("\r\n")
+            .filter(|l| !l.is_empty() && !l.starts_with('*') && !l.starts_with('$'))
+            .map(|l| l.parse::<i64>().unwrap())
+            .sum();
+        assert_eq!(sum, 800, "{text}");
+    }
+    for m in movers {
+        m.join().unwrap();
+    }
 }
