@@ -94,6 +94,11 @@ impl ScriptCache {
         self.lock().bodies.len()
     }
 
+    /// Bytes of the loaded scripts' bodies.
+    pub fn body_bytes(&self) -> usize {
+        self.lock().bodies.values().map(|b| b.len()).sum()
+    }
+
     /// Whether no script is loaded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -659,7 +664,9 @@ fn with_engine<R>(
     f: impl FnOnce(&mut Engine) -> Result<R, Vec<u8>>,
 ) -> Result<R, Vec<u8>> {
     ENGINE.with(|cell| {
-        let mut slot = cell.borrow_mut();
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return Err(b"ERR scripts cannot be run or loaded from a script".to_vec());
+        };
         if slot.is_none() {
             *slot = Some(Engine::new().map_err(internal)?);
         }
@@ -672,6 +679,17 @@ fn with_engine<R>(
             engine.flushes_seen = flushes;
         }
         f(engine)
+    })
+}
+
+/// Bytes this thread's Lua state holds (0 before its first script).
+pub fn lua_memory() -> usize {
+    // (Inside a script the state is in use: INFO from a script leaves it out.)
+    ENGINE.with(|cell| {
+        cell.try_borrow()
+            .ok()
+            .and_then(|e| e.as_ref().map(|e| e.lua.used_memory()))
+            .unwrap_or(0)
     })
 }
 
@@ -871,7 +889,9 @@ fn call_command(
     if !spec.arity_ok(argv.len()) {
         return fail(b"Wrong number of args calling Redis command from script");
     }
-    if spec.has(crate::commands::flags::NOSCRIPT) {
+    if spec.has(crate::commands::flags::NOSCRIPT)
+        || crate::commands::scripting_noscript_subcommand(&argv)
+    {
         return fail(b"This Redis command is not allowed from script");
     }
     if read_only && spec.has(crate::commands::flags::WRITE) {

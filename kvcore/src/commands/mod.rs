@@ -57,6 +57,8 @@ pub(crate) mod set_api {
 pub mod sort_api {
     pub use super::sort::{has_patterns, parses, referenced_keys};
 }
+pub(crate) use scripting::noscript_subcommand as scripting_noscript_subcommand;
+
 /// What a server needs to run a script whose commands reach several shards.
 pub mod scripting_api {
     pub use super::scripting::{is_script_command, run_script_with, script_session, NOT_LOCAL};

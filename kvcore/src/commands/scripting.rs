@@ -92,6 +92,34 @@ impl Caller for StoreCaller<'_> {
     }
 }
 
+/// Whether `args` names a subcommand Redis flags `noscript` (SCRIPT LOAD, CONFIG SET,
+/// CLIENT KILL ...), by Redis's own command facts.
+pub(crate) fn noscript_subcommand(args: &[&[u8]]) -> bool {
+    static NAMES: std::sync::OnceLock<std::collections::HashSet<String>> =
+        std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        include_str!("redis-commands.tsv")
+            .lines()
+            .filter_map(|l| {
+                let mut cols = l.split('\t');
+                let name = cols.next()?;
+                let flags = cols.nth(1)?;
+                (name.contains(' ') && flags.split(',').any(|f| f == "noscript"))
+                    .then(|| name.to_string())
+            })
+            .collect()
+    });
+    let [container, sub, ..] = args else {
+        return false;
+    };
+    let name = format!(
+        "{} {}",
+        String::from_utf8_lossy(container).to_ascii_lowercase(),
+        String::from_utf8_lossy(sub).to_ascii_lowercase()
+    );
+    names.contains(&name)
+}
+
 /// A script's command on a key this store does not own (a server's other shard).
 pub const NOT_LOCAL: &[u8] = b"Script attempted to access a non local key in a cluster node";
 

@@ -508,6 +508,8 @@ pub struct ShardStats {
     pub watched_keys: usize,
     /// Hashes with field deadlines, per logical database.
     pub subexpiry: Vec<usize>,
+    /// Bytes the Lua state of this store's thread holds (INFO `used_memory_lua`).
+    pub lua_memory: usize,
 }
 
 impl ShardStats {
@@ -536,6 +538,7 @@ impl ShardStats {
         self.rehashing += o.rehashing;
         self.telemetry.merge(&o.telemetry);
         self.watched_keys += o.watched_keys;
+        self.lua_memory += o.lua_memory;
         if self.subexpiry.len() < o.subexpiry.len() {
             self.subexpiry.resize(o.subexpiry.len(), 0);
         }
@@ -572,6 +575,7 @@ impl Db {
                 })
                 .collect(),
             rehashing: self.dbs.iter().filter(|k| k.table_overhead().2).count(),
+            lua_memory: crate::script::lua_memory(),
         }
     }
 

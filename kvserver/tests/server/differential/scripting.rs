@@ -169,6 +169,18 @@ const CASES: &[&[&str]] = &[
     &["EVAL", "return math.random('x')", "0"],
     &["EVAL", "return math.random(0)", "0"],
     &["EVAL", "return math.random(1, 2, 3)", "0"],
+    &[
+        "EVAL",
+        "return redis.call('script', 'load', 'return 1')",
+        "0",
+    ],
+    &["EVAL", "return redis.call('script', 'help')[1]", "0"],
+    &[
+        "EVAL",
+        "return redis.call('config', 'set', 'maxmemory', '0')",
+        "0",
+    ],
+    &["EVAL", "return redis.call('client', 'id')", "0"],
     &["SCRIPT", "LOAD", "return 'loaded'"],
     &["EVALSHA", "2f31ba2bb6d6a0f42cc159d2e2dad55440778de3", "0"],
     &["EVALSHA", "a5b7c7d6c1a8f9b9fdd5da6c5d29efc1e2e3d4f0", "0"],
@@ -298,6 +310,19 @@ fn eval_on_two_shards() {
         "{refused} of {} refused",
         keys.len()
     );
+    // One cache for both shards: the five bodies above, counted once; Lua memory reported.
+    let info = c.pipeline(&[cmd(&["INFO", "memory"])]);
+    let info = String::from_utf8_lossy(&info[0]).into_owned();
+    assert!(
+        info.contains("\r\nnumber_of_cached_scripts:5\r\n"),
+        "{info}"
+    );
+    let lua: u64 = info
+        .split("\r\n")
+        .find_map(|l| l.strip_prefix("used_memory_lua:"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    assert!(lua > 10_000, "{info}");
 }
 
 /// A client blocked on a list is served when a script pushes to it (a key the script did not
