@@ -59,6 +59,8 @@ pub struct Session {
     pub lap: Option<u64>,
     /// See `lap`.
     pub lapping: bool,
+    /// The session of a Lua script's commands.
+    pub in_script: bool,
 }
 
 impl Session {
@@ -91,6 +93,7 @@ impl Default for Session {
             master: false,
             lap: None,
             lapping: false,
+            in_script: false,
         }
     }
 }

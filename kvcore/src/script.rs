@@ -174,9 +174,7 @@ G.os = { clock = os.clock }
 
 local api = ...
 local redis = {}
-function redis.sha1hex(...)
-  return api.sha1hex(...)
-end
+redis.sha1hex = api.sha1hex
 function redis.error_reply(e)
   if raw_type(e) ~= 'string' then
     return { err = 'ERR wrong number or type of arguments' }
@@ -261,6 +259,8 @@ encode_value = function(v, depth)
   end
   fail(t, 'type not supported')
 end
+-- Whether cjson keeps its buffer between calls: memory reuse only, nothing a script sees.
+function cjson.encode_keep_buffer(keep) return keep end
 api.encode_value = encode_value
 api.cjson = cjson
 G.cjson = cjson
@@ -280,29 +280,85 @@ local function pcall_result(ok, ...)
 end
 G.pcall = function(f, ...) return pcall_result(raw_pcall(f, ...)) end
 
-local function readonly(t)
-  return setmetatable({}, {
-    __index = t,
-    __newindex = function() raw_error('Attempt to modify a readonly table', 2) end,
-    __metatable = false,
+-- Read-only tables, as Redis's patched Lua has them: a script sees an empty proxy per table
+-- whose reads go to the real one; every way to write through it fails.
+local real_of = setmetatable({}, { __mode = 'k' })
+local function deny() raw_error('Attempt to modify a readonly table', 2) end
+local shown_mt = setmetatable({}, { __newindex = deny, __metatable = false })
+local function readonly(t, index)
+  local p = setmetatable({}, {
+    __index = index or t,
+    __newindex = deny,
+    __metatable = shown_mt,
   })
+  real_of[p] = t
+  return p
 end
 for _, name in ipairs({ 'string', 'table', 'math', 'os', 'redis', 'coroutine', 'cjson', 'bit' }) do
   rawset(G, name, readonly(rawget(G, name)))
 end
 
-local env = setmetatable({}, {
-  __index = function(_, k)
-    local v = rawget(G, k)
-    if v == nil then
-      raw_error("Script attempted to access nonexistent global variable '" .. raw_tostring(k) .. "'", 2)
-    end
-    return v
-  end,
-  __newindex = function() raw_error('Attempt to modify a readonly table', 2) end,
-  __metatable = false,
-})
+local env = readonly(G, function(_, k)
+  local v = rawget(G, k)
+  if v == nil then
+    raw_error("Script attempted to access nonexistent global variable '" .. raw_tostring(k) .. "'", 2)
+  end
+  return v
+end)
 rawset(G, '_G', env)
+
+-- The base functions that reach past a proxy: they see the real table to read it, and
+-- refuse to write it.
+local raw_next, raw_pairs, raw_setmetatable, raw_getfenv, raw_setfenv =
+  next, pairs, setmetatable, getfenv, setfenv
+local raw_loadstring, raw_load = loadstring, load
+local function real(t) return real_of[t] or t end
+rawset(G, 'next', function(t, k) return raw_next(real(t), k) end)
+rawset(G, 'pairs', function(t) return raw_pairs(real(t)) end)
+rawset(G, 'rawget', function(t, k) return rawget(real(t), k) end)
+rawset(G, 'rawset', function(t, k, v)
+  if real_of[t] then deny() end
+  return rawset(t, k, v)
+end)
+rawset(G, 'setmetatable', function(t, mt)
+  if real_of[t] then deny() end
+  return raw_setmetatable(t, mt)
+end)
+rawset(G, 'getfenv', function(f)
+  local e
+  if raw_type(f) == 'number' then e = raw_getfenv(f == 0 and 0 or f + 1)
+  elseif f == nil then e = raw_getfenv(2)
+  else e = raw_getfenv(f) end
+  if e == G then return env end
+  return e
+end)
+rawset(G, 'setfenv', function(f, t)
+  if raw_type(f) == 'number' then f = f == 0 and 0 or f + 1 end
+  if f == 0 then deny() end
+  return raw_setfenv(f, t)
+end)
+-- Code a script loads runs in the script's view; precompiled code is refused (as Redis's
+-- Lua refuses it: bytecode can break the interpreter).
+local function in_view(f, err)
+  if f then raw_setfenv(f, env) end
+  return f, err
+end
+rawset(G, 'loadstring', function(s, name)
+  if raw_type(s) == 'string' and s:byte(1) == 27 then return nil, 'binary code not allowed' end
+  return in_view(raw_loadstring(s, name))
+end)
+rawset(G, 'load', function(f, name)
+  local first = true
+  local function reader()
+    local piece = f()
+    if first and raw_type(piece) == 'string' and piece ~= '' then
+      first = false
+      if piece:byte(1) == 27 then return nil end
+    end
+    return piece
+  end
+  return in_view(raw_load(reader, name))
+end)
 
 local function handler(err)
   -- The frame that raised: past C functions (error, a library call) and this file's wrappers.
@@ -337,8 +393,19 @@ impl Engine {
         let lua = unsafe { Lua::unsafe_new_with(libs, LuaOptions::default()) };
         let globals = lua.globals();
         install_random(&lua, &globals)?;
-        let api_sha =
-            lua.create_function(|lua, s: mlua::String| lua.create_string(sha1_hex(&s.as_bytes())))?;
+        let api_sha = lua.create_function(|lua, args: MultiValue| {
+            let text = match (args.len(), args.front()) {
+                (1, Some(Lv::String(s))) => s.as_bytes().to_vec(),
+                (1, Some(v @ (Lv::Integer(_) | Lv::Number(_)))) => v.to_string()?.into_bytes(),
+                (1, _) => Vec::new(),
+                _ => {
+                    return Err(mlua::Error::external(ScriptError(
+                        b"ERR wrong number of arguments".to_vec(),
+                    )))
+                }
+            };
+            lua.create_string(sha1_hex(&text))
+        })?;
         let error_reply = lua.create_function(|lua, e: mlua::String| {
             let e = e.as_bytes();
             let mut text = Vec::with_capacity(e.len() + 1);
@@ -409,6 +476,7 @@ impl Engine {
             .lua
             .load(code)
             .set_name("@user_script")
+            .set_mode(mlua::ChunkMode::Text)
             .set_environment(self.env.clone())
             .into_function()
             .map_err(|e| {
@@ -667,29 +735,39 @@ fn with_engine<R>(
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return Err(b"ERR scripts cannot be run or loaded from a script".to_vec());
         };
+        // SCRIPT FLUSH resets the Lua state, as in Redis (its memory goes with it).
+        let flushes = cache.flushes();
+        if slot.as_ref().is_some_and(|e| e.flushes_seen != flushes) {
+            *slot = None;
+        }
         if slot.is_none() {
-            *slot = Some(Engine::new().map_err(internal)?);
+            let mut engine = Engine::new().map_err(internal)?;
+            engine.flushes_seen = flushes;
+            engine.lua.gc_collect().map_err(internal)?;
+            *slot = Some(engine);
         }
         let Some(engine) = slot.as_mut() else {
             return Err(b"ERR the Lua environment is not available".to_vec());
         };
-        let flushes = cache.flushes();
-        if engine.flushes_seen != flushes {
-            engine.compiled.clear();
-            engine.flushes_seen = flushes;
-        }
         f(engine)
     })
 }
 
-/// Bytes this thread's Lua state holds (0 before its first script).
-pub fn lua_memory() -> usize {
+/// Bytes this thread's Lua state holds (0 before its first script). A state SCRIPT FLUSH
+/// made stale is dropped here rather than at its next script.
+pub fn lua_memory(cache: &ScriptCache) -> usize {
     // (Inside a script the state is in use: INFO from a script leaves it out.)
     ENGINE.with(|cell| {
-        cell.try_borrow()
-            .ok()
-            .and_then(|e| e.as_ref().map(|e| e.lua.used_memory()))
-            .unwrap_or(0)
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return 0;
+        };
+        if slot
+            .as_ref()
+            .is_some_and(|e| e.flushes_seen != cache.flushes())
+        {
+            *slot = None;
+        }
+        slot.as_ref().map_or(0, |e| e.lua.used_memory())
     })
 }
 
@@ -965,6 +1043,46 @@ fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize) {
             }
             if let Ok(Lv::String(s)) = t.raw_get::<Lv>("ok") {
                 return w.simple(&one_line(&s.as_bytes()));
+            }
+            match t.raw_get::<Lv>("double") {
+                Ok(Lv::Number(d)) => return w.double(d),
+                Ok(Lv::Integer(d)) => return w.double(d as f64),
+                _ => {}
+            }
+            if let Ok(Lv::String(s)) = t.raw_get::<Lv>("big_number") {
+                return w.big_number(&one_line(&s.as_bytes()));
+            }
+            if let Ok(Lv::Table(v)) = t.raw_get::<Lv>("verbatim_string") {
+                if let (Ok(Lv::String(f)), Ok(Lv::String(text))) =
+                    (v.raw_get::<Lv>("format"), v.raw_get::<Lv>("string"))
+                {
+                    if let Ok(format) = <[u8; 3]>::try_from(&f.as_bytes()[..]) {
+                        return w.verbatim(&format, &text.as_bytes());
+                    }
+                }
+            }
+            if depth < MAX_DEPTH {
+                if let Ok(Lv::Table(m)) = t.raw_get::<Lv>("map") {
+                    let pairs: Vec<(Lv, Lv)> = m.pairs::<Lv, Lv>().filter_map(Result::ok).collect();
+                    w.map_len(pairs.len());
+                    for (k, v) in &pairs {
+                        write_value(w, k, depth + 1);
+                        write_value(w, v, depth + 1);
+                    }
+                    return;
+                }
+                if let Ok(Lv::Table(m)) = t.raw_get::<Lv>("set") {
+                    let members: Vec<Lv> = m
+                        .pairs::<Lv, Lv>()
+                        .filter_map(Result::ok)
+                        .map(|(k, _)| k)
+                        .collect();
+                    w.set_len(members.len());
+                    for k in &members {
+                        write_value(w, k, depth + 1);
+                    }
+                    return;
+                }
             }
             if depth >= MAX_DEPTH {
                 return w.error(b"ERR reached lua stack limit");

@@ -140,6 +140,7 @@ pub fn script_session(caller: &Session) -> Session {
         id: caller.id,
         local: caller.local,
         authenticated: true,
+        in_script: true,
         ..Session::default()
     }
 }

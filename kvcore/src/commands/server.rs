@@ -575,7 +575,7 @@ impl Db {
                 })
                 .collect(),
             rehashing: self.dbs.iter().filter(|k| k.table_overhead().2).count(),
-            lua_memory: crate::script::lua_memory(),
+            lua_memory: crate::script::lua_memory(&self.scripts),
         }
     }
 

@@ -249,8 +249,9 @@ fn run(ctx: &mut Ctx<'_>, a: &[&[u8]], readonly: bool) {
             }
         },
     };
-    // A set sorted for STORE gets one answer whatever its encoding's order.
-    if o.dontsort && is_set && o.store.is_some() {
+    // A set sorted for STORE, or for a script, gets one answer whatever its encoding's order
+    // (as Redis makes a script's SORT deterministic).
+    if o.dontsort && is_set && (o.store.is_some() || ctx.session.in_script) {
         o.dontsort = false;
         o.alpha = true;
         o.by = None;
