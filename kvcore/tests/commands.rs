@@ -805,3 +805,44 @@ fn latency_samples_of_work_outside_commands() {
         "{latest}"
     );
 }
+
+/// SCAN cursors are read as Redis 7.2+'s `string2ull` reads them: `+1`, ` 1`, `-0`, ` -1`
+/// (wrapped) are cursors; `-1`, `""`, `1 ` are not (Redis 7.0's strtoul took `""` and `-1`,
+/// refused ` 1`). Replies recorded from redis-server 7.4.1; found by the docs mode.
+#[test]
+fn scan_cursors_read_as_redis_7_2() {
+    let (mut db, mut s) = setup();
+    let empty = "*2\r\n$1\r\n0\r\n*0\r\n";
+    let invalid = "-ERR invalid cursor\r\n";
+    let mut script = Vec::new();
+    for (cursor, want) in [
+        ("+1", empty),
+        ("-0", empty),
+        ("007", empty),
+        ("18446744073709551615", empty),
+        ("18446744073709551616", invalid),
+        ("-1", invalid),
+        ("-9223372036854775808", invalid),
+        ("", invalid),
+        ("+", invalid),
+        ("0x10", invalid),
+    ] {
+        script.push((format!("SCAN {cursor}"), want));
+        script.push((format!("SSCAN nokey {cursor}"), want));
+        script.push((format!("HSCAN nokey {cursor}"), want));
+        script.push((format!("ZSCAN nokey {cursor}"), want));
+    }
+    let script: Vec<(&str, &str)> = script.iter().map(|(c, w)| (c.as_str(), *w)).collect();
+    check(&mut db, &mut s, &script);
+    // Spaces do not survive `run`'s split: through dispatch directly.
+    for (cursor, want) in [
+        (&b" 1"[..], empty),
+        (b" -1", empty),
+        (b"\t7", empty),
+        (b"1 ", invalid),
+    ] {
+        let mut out = Vec::new();
+        db.dispatch(&mut s, &[b"SCAN", cursor], &mut out);
+        assert_eq!(String::from_utf8_lossy(&out), want, "{cursor:?}");
+    }
+}
