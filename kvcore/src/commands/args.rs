@@ -13,6 +13,12 @@ pub fn int(a: &[u8]) -> Result<i64, OpError> {
 pub const NOT_NEGATABLE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 
+/// Parses an integer argument that must fit a C `int` (`getIntFromObjectOrReply`), with
+/// Redis's two errors.
+pub fn int32(a: &[u8]) -> Result<i32, OpError> {
+    i32::try_from(int(a)?).map_err(|_| OpError::NotInt32)
+}
+
 /// Case-insensitive comparison of an argument with an uppercase option name.
 pub fn is(a: &[u8], opt: &str) -> bool {
     a.eq_ignore_ascii_case(opt.as_bytes())

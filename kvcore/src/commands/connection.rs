@@ -167,7 +167,7 @@ fn auth(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn select(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match args::int(a[1]) {
+    match args::int32(a[1]) {
         Err(e) => c.out.error(e.message().as_bytes()),
         Ok(i) if i < 0 || i as usize >= c.db.databases() => {
             c.out.error(b"ERR DB index is out of range")

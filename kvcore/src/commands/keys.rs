@@ -497,13 +497,13 @@ fn renamenx(c: &mut Ctx<'_>, a: &[&[u8]]) {
     }
 }
 
-/// Parses a database index argument as MOVE / COPY DB do.
+/// Parses a database index argument as MOVE / COPY DB do: a C `int` first, then an index.
 fn db_index(c: &Ctx<'_>, arg: &[u8]) -> OpResult<usize> {
-    let i = args::int(arg)?;
-    if i < 0 || i as usize >= c.db.databases() {
-        return Err(OpError::DbIndexOutOfRange);
+    let i = args::int32(arg)?;
+    match usize::try_from(i) {
+        Ok(i) if i < c.db.databases() => Ok(i),
+        _ => Err(OpError::DbIndexOutOfRange),
     }
-    Ok(i as usize)
 }
 
 fn copy(c: &mut Ctx<'_>, a: &[&[u8]]) {

@@ -761,3 +761,49 @@ fn server_commands_in_a_transaction_as_redis() {
         }
     }
 }
+
+/// Database indexes are C `int`s first (Redis's `getIntFromObjectOrReply`), then indexes: SELECT,
+/// MOVE and COPY ... DB with 2^32 answer "value is out of range, value must between ..." (they
+/// answered "DB index is out of range"), on one shard and across two (COPY between shards
+/// parses its DB apart). Found by the docs mode.
+#[test]
+fn database_indexes_beyond_an_int_as_redis() {
+    let (a, b) = (
+        crate::support::key_on("a", 0, 2, 0),
+        crate::support::key_on("b", 1, 2, 0),
+    );
+    let lines: Vec<String> = [
+        "SET {a} v",
+        "SELECT 4294967296",
+        "SELECT 2147483648",
+        "SELECT -2147483649",
+        "SELECT 2147483647",
+        "SELECT -1",
+        "SELECT x",
+        "MOVE {a} 4294967296",
+        "MOVE {a} -2147483648",
+        "MOVE {a} 16",
+        "COPY {a} {b} DB 4294967296",
+        "COPY {a} {b} DB 9223372036854775807",
+        "COPY {a} {b} DB -1",
+        "COPY {a} {b} DB x",
+        "COPY {a} {b} DB 1",
+        "SWAPDB 4294967296 0",
+        "SWAPDB 0 2147483648",
+    ]
+    .iter()
+    .map(|l| l.replace("{a}", &a).replace("{b}", &b))
+    .collect();
+    let script: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let redis = Redis::start();
+    let theirs = script_replies(redis.port, &script);
+    assert!(theirs[1].contains("must between"), "{theirs:?}");
+    for threads in ["1", "2"] {
+        let ours = Server::start(&["--threads", threads]);
+        assert_eq!(
+            script_replies(ours.port, &script),
+            theirs,
+            "{threads} shard(s)"
+        );
+    }
+}
