@@ -807,3 +807,25 @@ fn database_indexes_beyond_an_int_as_redis() {
         );
     }
 }
+
+/// Score bounds are read with strtod on a C string, so a NUL ends them: `\0x` reads as the
+/// empty text (0), `1\0x` as 1 (they were "min or max is not a float"). Found by the docs mode.
+#[test]
+fn score_bounds_end_at_a_nul_as_redis() {
+    let script = [
+        "ZADD z 0 a 1 b 2 c",
+        "ZCOUNT z \0\u{1} 5",
+        "ZCOUNT z 1\0x 5",
+        "ZCOUNT z (1\0x +inf",
+        "ZRANGEBYSCORE z \0 1\0",
+        "ZREMRANGEBYSCORE nokey \0\u{1} \0\u{1}",
+        "ZRANGE z (0\0 2\0\0 BYSCORE",
+        "ZCOUNT z x\0 5",
+        "ZCOUNT z 1x\0 5",
+    ];
+    let redis = Redis::start();
+    let theirs = script_replies(redis.port, &script);
+    assert!(theirs[1].ends_with(":3\r\n"), "{theirs:?}");
+    let ours = Server::start(&[]);
+    assert_eq!(script_replies(ours.port, &script), theirs);
+}
