@@ -16,9 +16,12 @@
 //! The suite runs a short fixed set of seeds. A long run:
 //! `KV_DIFF_SECONDS=600 cargo test -p kvserver --test server differential -- --nocapture`
 //! (optionally `KV_DIFF_SEED=N` to start from seed N; with `KV_DIFF_SEED` alone, only that
-//! seed runs; `KV_DIFF_COMMANDS` sets the sequence length).
+//! seed runs; `KV_DIFF_COMMANDS` sets the sequence length; `KV_DIFF_TRACE=1` prints every
+//! batch sent). `REDIS_SERVER=/path/to/redis-server` compares with that build instead of
+//! Debian's (7.0, what CI has); the spec is Redis 7.4.
 
 mod bitmaps;
+mod docs;
 mod dump;
 mod families;
 mod hashes;
@@ -50,6 +53,36 @@ use families::{generate, word, Cmd, FAMILIES};
 struct Redis {
     child: Child,
     port: u16,
+    /// Its major and minor version (7.0 is Debian's, the one CI has; 7.4 is the spec).
+    version: (u32, u32),
+}
+
+/// The redis-server binary the differential tests compare with: `REDIS_SERVER` when set
+/// (e.g. a build of Redis 7.4, the spec), else Debian's.
+fn redis_binary() -> String {
+    if let Some(bin) = std::env::var_os("REDIS_SERVER") {
+        return bin.to_string_lossy().into_owned();
+    }
+    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("redis-server is installed (scripts/test installs it)")
+        .to_string()
+}
+
+/// The major and minor version `redis-server --version` prints (`Redis server v=7.0.15 ...`).
+fn redis_version(bin: &str) -> (u32, u32) {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .expect("redis-server --version runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or_else(|| panic!("a version in {text:?}"));
+    let mut parts = v.split('.').map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 impl Redis {
@@ -59,10 +92,8 @@ impl Redis {
 
     /// A redis-server with these extra arguments.
     fn start_with(extra: &[&str]) -> Redis {
-        let bin = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .expect("redis-server is installed (scripts/test installs it)");
+        let bin = redis_binary();
+        let version = redis_version(&bin);
         // Pick a free port; retry if another process takes it first.
         for _ in 0..10 {
             let port = TcpListener::bind("127.0.0.1:0")
@@ -70,7 +101,7 @@ impl Redis {
                 .local_addr()
                 .unwrap()
                 .port();
-            let mut child = Command::new(bin)
+            let mut child = Command::new(&bin)
                 .args(["--port", &port.to_string()])
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .args(extra)
@@ -86,7 +117,11 @@ impl Redis {
                     break;
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Redis { child, port };
+                    return Redis {
+                        child,
+                        port,
+                        version,
+                    };
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -147,7 +182,16 @@ impl Conn {
                 replies.push(self.buf.drain(..used).collect());
                 continue;
             }
-            let n = self.stream.read(&mut chunk).expect("a reply in time");
+            let n = self.stream.read(&mut chunk).unwrap_or_else(|e| {
+                panic!(
+                    "no reply in time ({e}) to {} (port {}), {} of {} replies, pending {:?}",
+                    show(&cmds[replies.len()]),
+                    self.stream.peer_addr().map_or(0, |a| a.port()),
+                    replies.len(),
+                    cmds.len(),
+                    String::from_utf8_lossy(&self.buf)
+                )
+            });
             assert!(
                 n > 0,
                 "connection closed after {}",
@@ -159,10 +203,31 @@ impl Conn {
     }
 }
 
-/// The pair of servers under comparison.
+/// The pair of servers under comparison, and what the run draws commands from.
 struct Pair {
     ours: Server,
     redis: Redis,
+    /// The docs mode's table, or `None` for the family tables.
+    docs: Option<docs::Table>,
+}
+
+impl Pair {
+    /// The sequence of `seed`, from the family tables or the docs mode's table.
+    fn sequence(&self, seed: u64, len: usize) -> Vec<Cmd> {
+        match &self.docs {
+            Some(t) => t.sequence(seed, len),
+            None => sequence(seed, len),
+        }
+    }
+
+    /// A reply as compared: the driver's normalisation, then the docs mode's.
+    fn normalize(&self, cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
+        let reply = normalize(cmd, reply);
+        match &self.docs {
+            Some(t) => t.normalize(cmd, reply),
+            None => reply,
+        }
+    }
 }
 
 /// A command as a readable line.
@@ -353,6 +418,15 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
     for (b, batch) in cmds.chunks(64).enumerate() {
         // Both servers get the batch before either is read: their clocks stay close.
         let sent = Instant::now();
+        if std::env::var_os("KV_DIFF_TRACE").is_some() {
+            eprintln!(
+                "batch {b}: ours on {}, redis on {}",
+                pair.ours.port, pair.redis.port
+            );
+            for c in batch {
+                eprintln!("  {}", show(c));
+            }
+        }
         ours.send(batch);
         theirs.send(batch);
         let a = ours.receive(batch);
@@ -377,9 +451,13 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
                         q.push(cmd.clone());
                     }
                 }
-                (normalize(cmd, a[j].clone()), normalize(cmd, z[j].clone()))
+                (
+                    pair.normalize(cmd, a[j].clone()),
+                    pair.normalize(cmd, z[j].clone()),
+                )
             };
-            if !same(cmd, &a, &z, skew_ms) && stale_errno(cmd, &a, &z) {
+            let same = |a: &[u8], z: &[u8]| same(cmd, a, z, skew_ms);
+            if !same(&a, &z) && stale_errno(cmd, &a, &z) {
                 // Redis 7.0's SORT reads `errno` after strtod without clearing it, so an
                 // ERANGE left by an earlier command (INCRBYFLOAT 1e5000) fails it until some
                 // system call fails and resets errno. Redis is wrong there; the rest of the
@@ -387,7 +465,7 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
                 eprintln!("differential: Redis's stale-errno SORT failure, rest of the sequence skipped: {}", show(cmd));
                 return None;
             }
-            if !same(cmd, &a, &z, skew_ms) {
+            if !same(&a, &z) {
                 return Some((b * 64 + j, a, z));
             }
         }
@@ -437,7 +515,7 @@ const CLOCK_SENSITIVE: &[&[u8]] = &[
 /// Returns whether a clock-sensitive mismatch was seen that no replay or shrink could show
 /// again (counted and printed, not fatal).
 fn run_seed(pair: &Pair, seed: u64, len: usize) -> bool {
-    let cmds = sequence(seed, len);
+    let cmds = pair.sequence(seed, len);
     let Some((i, ours, theirs)) = first_mismatch(pair, &cmds) else {
         return false;
     };
@@ -519,22 +597,30 @@ fn differential_against_redis() {
     let pair = Pair {
         ours: Server::start(&["--threads", "2"]),
         redis: Redis::start(),
+        docs: None,
     };
-    let len = env_u64("KV_DIFF_COMMANDS").unwrap_or(400) as usize;
+    drive(&pair, 0..30, 400);
+}
+
+/// Runs `seeds` of `len` commands, or what `KV_DIFF_SECONDS` (run that long, from
+/// `KV_DIFF_SEED` or a seed from the clock), `KV_DIFF_SEED` alone (that seed only) and
+/// `KV_DIFF_COMMANDS` (the length) ask; panics at the first mismatch (see [`run_seed`]).
+fn drive(pair: &Pair, seeds: std::ops::Range<u64>, len: usize) {
+    let len = env_u64("KV_DIFF_COMMANDS").map_or(len, |n| n as usize);
     let seconds = env_u64("KV_DIFF_SECONDS");
     let first = env_u64("KV_DIFF_SEED");
     let started = Instant::now();
-    let mut seeds = 0u64;
+    let mut count = 0u64;
     let mut timing = 0u64;
     match (seconds, first) {
         (None, Some(seed)) => {
-            timing += u64::from(run_seed(&pair, seed, len));
-            seeds = 1;
+            timing += u64::from(run_seed(pair, seed, len));
+            count = 1;
         }
         (None, None) => {
-            for seed in 0..30 {
-                timing += u64::from(run_seed(&pair, seed, len));
-                seeds += 1;
+            for seed in seeds {
+                timing += u64::from(run_seed(pair, seed, len));
+                count += 1;
             }
         }
         (Some(secs), first) => {
@@ -546,18 +632,19 @@ fn differential_against_redis() {
                     << 16
             });
             while started.elapsed() < Duration::from_secs(secs) {
-                timing += u64::from(run_seed(&pair, seed, len));
+                timing += u64::from(run_seed(pair, seed, len));
                 seed += 1;
-                seeds += 1;
+                count += 1;
             }
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!(
-        "differential: {seeds} seeds x {len} commands = {} commands in {elapsed:.1} s ({:.0}/s), \
+        "differential{}: {count} seeds x {len} commands = {} commands in {elapsed:.1} s ({:.0}/s), \
          no mismatch ({timing} clock-timing differences that did not replay)",
-        seeds * len as u64,
-        (seeds * len as u64) as f64 / elapsed
+        if pair.docs.is_some() { " (docs)" } else { "" },
+        count * len as u64,
+        (count * len as u64) as f64 / elapsed
     );
 }
 
