@@ -9,7 +9,7 @@ pub fn int(a: &[u8]) -> Result<i64, OpError> {
 }
 
 /// Redis's error for -2^63 where it takes a long it may negate (-LONG_MAX..=LONG_MAX): the
-/// counts of SRANDMEMBER, HRANDFIELD and ZRANDMEMBER, LPOS's RANK.
+/// counts of SRANDMEMBER, HRANDFIELD, ZRANDMEMBER and LREM, LPOS's RANK.
 pub const NOT_NEGATABLE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
 

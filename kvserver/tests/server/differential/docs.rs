@@ -159,9 +159,6 @@ impl Table {
                 if self.version >= (7, 2) && failed_auth_may_be_silent(&args) {
                     continue;
                 }
-                if self.version < (7, 2) && arity_changed_in_7_2(&args) {
-                    continue;
-                }
                 lengthen_expiries(&mut r, &mut args);
                 break args;
             })
@@ -227,12 +224,16 @@ fn failed_auth_may_be_silent(args: &[Vec<u8>]) -> bool {
             && args.iter().any(|a| a.eq_ignore_ascii_case(b"AUTH")))
 }
 
-/// Whether `args` has an arity that Redis 7.0 refuses before it runs the command (in MULTI,
-/// at queue time, aborting the transaction) and 7.2 takes: ZRANK and ZREVRANK with a fourth
-/// argument (7.2 added WITHSCORE; we follow 7.2). Not sent to 7.0.
-fn arity_changed_in_7_2(args: &[Vec<u8>]) -> bool {
-    (args[0].eq_ignore_ascii_case(b"ZRANK") || args[0].eq_ignore_ascii_case(b"ZREVRANK"))
-        && args.len() >= 4
+/// Whether Redis 7.2 changed what `args` does, we follow 7.2, and 7.0's answer would part
+/// the two servers' data or connection state: not sent to 7.0 (by either mode, see
+/// `Pair::sequence`).
+/// - ZRANK and ZREVRANK with a fourth argument (7.2 added WITHSCORE): 7.0 refuses their
+///   arity before it runs them (in MULTI, at queue time, aborting the transaction).
+/// - LREM with a count of -2^63: 7.2 refuses it, 7.0 removes from the tail.
+pub(super) fn changed_in_7_2(args: &[Vec<u8>]) -> bool {
+    let is = |n: &str| args[0].eq_ignore_ascii_case(n.as_bytes());
+    ((is("ZRANK") || is("ZREVRANK")) && args.len() >= 4)
+        || (is("LREM") && args.get(2).is_some_and(|c| c == b"-9223372036854775808"))
 }
 
 /// A reply as compared against Redis 7.0, where 7.2 changed it and we follow 7.2 (both

@@ -212,12 +212,18 @@ struct Pair {
 }
 
 impl Pair {
-    /// The sequence of `seed`, from the family tables or the docs mode's table.
+    /// The sequence of `seed`, from the family tables or the docs mode's table; against
+    /// Redis 7.0, without the commands whose effect 7.2 changed (see
+    /// [`docs::changed_in_7_2`]).
     fn sequence(&self, seed: u64, len: usize) -> Vec<Cmd> {
-        match &self.docs {
+        let mut cmds = match &self.docs {
             Some(t) => t.sequence(seed, len),
             None => sequence(seed, len),
+        };
+        if self.redis.version < (7, 2) {
+            cmds.retain(|c| !docs::changed_in_7_2(c));
         }
+        cmds
     }
 
     /// A reply as compared: the driver's normalisation, then the docs mode's.
