@@ -103,8 +103,9 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
             name = Some(a[i + 1]);
             i += 2;
         } else {
+            // Redis formats the option with %s: a NUL ends it.
             let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
-            msg.extend_from_slice(a[i]);
+            msg.extend_from_slice(super::c_str(a[i]));
             msg.push(b'\'');
             return c.out.error(&super::sanitize(msg));
         }

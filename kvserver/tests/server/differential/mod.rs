@@ -937,3 +937,20 @@ fn score_bounds_end_at_a_nul_as_redis() {
     let ours = Server::start(&[]);
     assert_eq!(script_replies(ours.port, &script), theirs);
 }
+
+/// HELLO's error for an unknown option prints it as Redis's `%s` does, up to its first NUL
+/// (it printed every byte). Found by the docs mode.
+#[test]
+fn hello_option_errors_end_at_a_nul_as_redis() {
+    let script = [
+        "HELLO 2 \0\u{1}x -2",
+        "HELLO 2 ab\0cd",
+        "HELLO 3 a\rb\nc",
+        "PING",
+    ];
+    let redis = Redis::start();
+    let theirs = script_replies(redis.port, &script);
+    assert!(theirs[0].contains("option ''"), "{theirs:?}");
+    let ours = Server::start(&[]);
+    assert_eq!(script_replies(ours.port, &script), theirs);
+}
