@@ -156,7 +156,7 @@ impl Table {
         (0..len)
             .map(|_| loop {
                 let (_, mut args) = draw(&mut r, &self.known, &self.arity);
-                if self.version >= (7, 2) && failed_auth_may_be_silent(&args) {
+                if self.version >= (7, 2) && redis_7_2_bug(&args) {
                     continue;
                 }
                 lengthen_expiries(&mut r, &mut args);
@@ -212,16 +212,23 @@ impl Table {
     }
 }
 
-/// Whether `args` is an authentication that fails with a username (AUTH user pass, HELLO ...
-/// AUTH user pass). Redis 7.2 to 7.4 send no reply at all to it when the connection has
-/// replies not yet written (`addAuthErrReply` returns early on `clientHasPendingReplies`, a
-/// check meant for module authentication), so in a pipeline the reply goes missing or not by
-/// how the writes fell. That is a Redis bug, not a behaviour to copy: against 7.2 and later
-/// the docs mode does not send these (no password is set here, so every such AUTH fails).
-fn failed_auth_may_be_silent(args: &[Vec<u8>]) -> bool {
-    (args[0].eq_ignore_ascii_case(b"AUTH") && args.len() >= 3)
-        || (args[0].eq_ignore_ascii_case(b"HELLO")
-            && args.iter().any(|a| a.eq_ignore_ascii_case(b"AUTH")))
+/// Whether `args` meets a bug of Redis 7.2 to 7.4 that we do not copy; not sent to them:
+/// - an authentication that fails with a username (AUTH user pass, HELLO ... AUTH user pass;
+///   no password is set here, so every such AUTH fails): Redis sends no reply at all when the
+///   connection has replies not yet written (`addAuthErrReply` returns early on
+///   `clientHasPendingReplies`, a check meant for module authentication), so in a pipeline
+///   the reply goes missing or not by how the writes fell;
+/// - LSET with an index beyond a C `int`: `listTypeReplaceAtIndex` takes an `int`, so LSET
+///   of -2^63 or 2^32 sets element 0 where it should answer "index out of range" (as we do;
+///   redis/redis#15402, fixed after 7.4).
+fn redis_7_2_bug(args: &[Vec<u8>]) -> bool {
+    let is = |n: &str| args[0].eq_ignore_ascii_case(n.as_bytes());
+    (is("AUTH") && args.len() >= 3)
+        || (is("HELLO") && args.iter().any(|a| a.eq_ignore_ascii_case(b"AUTH")))
+        || (is("LSET")
+            && args.get(2).is_some_and(|i| {
+                kvcore::num::parse_i64(i).is_some_and(|i| i32::try_from(i).is_err())
+            }))
 }
 
 /// Whether Redis 7.2 changed what `args` does, we follow 7.2, and 7.0's answer would part
