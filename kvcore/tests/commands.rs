@@ -847,3 +847,28 @@ fn scan_cursors_read_as_redis_7_2() {
         assert_eq!(String::from_utf8_lossy(&out), want, "{cursor:?}");
     }
 }
+
+/// HELLO checks SETNAME's name where it reads it, as Redis 7.2+ does: a bad name after a
+/// failing AUTH is the name's error (7.0 authenticated first: WRONGPASS). Replies recorded
+/// from redis-server 7.4.1; found by the docs mode.
+#[test]
+fn hello_checks_setname_where_it_reads_it() {
+    let (mut db, mut s) = setup();
+    let bad_name = "-ERR Client names cannot contain spaces, newlines or special characters.\r\n";
+    check(
+        &mut db,
+        &mut s,
+        &[
+            ("HELLO 2 AUTH u p SETNAME a\u{1}b", bad_name),
+            ("HELLO 2 SETNAME a\u{1}b AUTH u p", bad_name),
+            (
+                "HELLO 2 SETNAME ok [",
+                "-ERR Syntax error in HELLO option '['\r\n",
+            ),
+            (
+                "HELLO 2 AUTH u p SETNAME ok",
+                "-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+            ),
+        ],
+    );
+}

@@ -100,6 +100,11 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
             auth = Some((a[i + 1], a[i + 2]));
             i += 3;
         } else if args::is(a[i], "SETNAME") && more >= 1 {
+            // As Redis: the name is checked where it is read, before the options after it
+            // and before authentication.
+            if !valid_name(a[i + 1]) {
+                return c.out.error(BAD_NAME);
+            }
             name = Some(a[i + 1]);
             i += 2;
         } else {
@@ -124,9 +129,6 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
         );
     }
     if let Some(n) = name {
-        if !valid_name(n) {
-            return c.out.error(BAD_NAME);
-        }
         c.session.name = (!n.is_empty()).then(|| n.to_vec());
     }
     c.session.proto = proto;
