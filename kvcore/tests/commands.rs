@@ -872,3 +872,37 @@ fn hello_checks_setname_where_it_reads_it() {
         ],
     );
 }
+
+/// Client names and CLIENT SETINFO values are checked as Redis 7.2+'s validateClientAttr
+/// checks them, as a C string: bytes after a NUL are not checked and are kept (7.0 refused a
+/// name with any NUL). Replies recorded from redis-server 7.4.1; found by the docs mode
+/// (HELLO 3 SETNAME "\0\x01...").
+#[test]
+fn client_names_are_checked_up_to_a_nul_as_redis_7_2() {
+    let (mut db, mut s) = setup();
+    let bad_name = "-ERR Client names cannot contain spaces, newlines or special characters.\r\n";
+    let mut call = |args: &[&[u8]]| {
+        let mut out = Vec::new();
+        db.dispatch(&mut s, args, &mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    assert_eq!(call(&[b"CLIENT", b"SETNAME", b"\0\x01"]), "+OK\r\n");
+    assert_eq!(call(&[b"CLIENT", b"GETNAME"]), "$2\r\n\0\x01\r\n");
+    assert_eq!(call(&[b"CLIENT", b"SETNAME", b"a\0b c"]), "+OK\r\n");
+    assert_eq!(call(&[b"CLIENT", b"GETNAME"]), "$5\r\na\0b c\r\n");
+    assert_eq!(call(&[b"CLIENT", b"SETNAME", b"a\x01"]), bad_name);
+    assert!(call(&[b"HELLO", b"2", b"SETNAME", b"\0\x01"]).starts_with("*14\r\n"));
+    assert_eq!(call(&[b"HELLO", b"2", b"SETNAME", b"a\x01\0"]), bad_name);
+    assert_eq!(
+        call(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"a\0 b"]),
+        "+OK\r\n"
+    );
+    assert_eq!(
+        call(&[b"CLIENT", b"SETINFO", b"LIB-x\0y", b"a"]),
+        "-ERR Unrecognized option 'LIB-x'\r\n"
+    );
+    assert_eq!(
+        call(&[b"CLIENT", b"SETINFO", b"lib-ver", b"a b"]),
+        "-ERR lib-ver cannot contain spaces, newlines or special characters.\r\n"
+    );
+}

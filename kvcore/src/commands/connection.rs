@@ -62,8 +62,11 @@ fn echo(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 /// Client names may not hold spaces, newlines or other special characters.
+/// Redis 7.2+'s `validateClientAttr` (client names, CLIENT SETINFO values): printable ASCII
+/// without spaces, so that CLIENT LIST splits on spaces. It reads a C string: what follows a
+/// NUL is not checked (and is kept), as 7.4 does (7.0 checked every byte of a name).
 fn valid_name(n: &[u8]) -> bool {
-    n.iter().all(|&b| (b'!'..=b'~').contains(&b))
+    super::c_str(n).iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
 const BAD_NAME: &[u8] = b"ERR Client names cannot contain spaces, newlines or special characters.";
@@ -235,12 +238,12 @@ fn client(c: &mut Ctx<'_>, a: &[&[u8]]) {
             &mut c.session.lib_ver
         } else {
             let mut m = b"ERR Unrecognized option '".to_vec();
-            m.extend_from_slice(a[2]);
+            m.extend_from_slice(super::c_str(a[2]));
             m.push(b'\'');
             return c.out.error(&super::sanitize(m));
         };
         // Redis's validateClientAttr: CLIENT LIST must stay splittable on spaces.
-        if a[3].iter().any(|b| !(b'!'..=b'~').contains(b)) {
+        if !valid_name(a[3]) {
             let mut m = b"ERR ".to_vec();
             m.extend_from_slice(a[2]);
             m.extend_from_slice(b" cannot contain spaces, newlines or special characters.");
