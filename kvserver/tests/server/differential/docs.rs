@@ -254,6 +254,7 @@ fn redis_7_2_bug(args: &[Vec<u8>]) -> bool {
 ///   arity before it runs them (in MULTI, at queue time, aborting the transaction).
 /// - LREM with a count of -2^63: 7.2 refuses it, 7.0 removes from the tail.
 /// - HELLO with AUTH and SETNAME: 7.2 checks the name where it reads it, 7.0 after AUTH.
+/// - HELLO SETNAME with a NUL in an argument: 7.2 checks a name up to its NUL, 7.0 all of it.
 pub(super) fn changed_in_7_2(args: &[Vec<u8>]) -> bool {
     let is = |n: &str| args[0].eq_ignore_ascii_case(n.as_bytes());
     ((is("ZRANK") || is("ZREVRANK")) && args.len() >= 4)
@@ -261,6 +262,9 @@ pub(super) fn changed_in_7_2(args: &[Vec<u8>]) -> bool {
         || (is("HELLO")
             && args.iter().any(|a| a.eq_ignore_ascii_case(b"AUTH"))
             && args.iter().any(|a| a.eq_ignore_ascii_case(b"SETNAME")))
+        || (is("HELLO")
+            && args.iter().any(|a| a.eq_ignore_ascii_case(b"SETNAME"))
+            && args.iter().any(|a| a.contains(&0)))
 }
 
 /// A reply as compared against Redis 7.0, where 7.2 changed it and we follow 7.2 (both
@@ -339,7 +343,8 @@ fn sort_unordered(v: &mut Value) {
     }
 }
 
-/// Makes small positive relative expiry times random and long (see [`Table::sequence`]).
+/// Makes small positive relative expiry times random and long (see [`Table::sequence`]), and
+/// SET's past absolute ones future.
 fn lengthen_expiries(r: &mut Rng, args: &mut [Vec<u8>]) {
     let name = args[0].to_ascii_uppercase();
     // (position, whether in milliseconds)
@@ -357,6 +362,27 @@ fn lengthen_expiries(r: &mut Rng, args: &mut [Vec<u8>]) {
             }
         }
         _ => {}
+    }
+    // SET with a past EXAT or PXAT stores a key already expired, which DBSIZE counts until
+    // Redis's active expiry happens to remove it (timing; we remove it at once): SET's
+    // absolute times become future ones. GETEX and the EXPIREAT family delete at once.
+    if name == b"SET" {
+        let mut past = Vec::new();
+        for (i, w) in args.windows(2).enumerate() {
+            let t = std::str::from_utf8(&w[1])
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok());
+            let now_ms = 1_800_000_000_000;
+            if w[0].eq_ignore_ascii_case(b"EXAT") && t.is_some_and(|t| t > 0 && t < now_ms / 1000) {
+                past.push((i + 1, false));
+            } else if w[0].eq_ignore_ascii_case(b"PXAT") && t.is_some_and(|t| t > 0 && t < now_ms) {
+                past.push((i + 1, true));
+            }
+        }
+        for (i, millis) in past {
+            let t = 4_000_000_000 + r.below(1_000_000);
+            args[i] = if millis { t * 1000 } else { t }.to_string().into_bytes();
+        }
     }
     for (i, millis) in at {
         let Some(a) = args.get_mut(i) else { continue };
