@@ -209,6 +209,20 @@ impl Table {
                 return b"+partial page\r\n".to_vec();
             }
         }
+        // SORT ... BY a pattern without `*` does not sort: a set comes in hash-table order
+        // (Redis sorts it anyway only for STORE and scripts). Compared sorted, or by length
+        // when LIMIT takes a part of it.
+        if name == b"SORT" || name == b"SORT_RO" {
+            let nosort = cmd
+                .windows(2)
+                .any(|w| w[0].eq_ignore_ascii_case(b"BY") && !w[1].contains(&b'*'));
+            if let (true, Value::Array(items)) = (nosort, &mut value) {
+                if cmd.iter().any(|a| a.eq_ignore_ascii_case(b"LIMIT")) {
+                    return format!("+{} elements\r\n", items.len()).into_bytes();
+                }
+                items.sort_by_key(|i| format!("{i:?}"));
+            }
+        }
         sort_unordered(&mut value);
         let mut out = Vec::new();
         value.encode(&mut out);
