@@ -182,3 +182,36 @@ fn blocking_forms_answer_at_once_when_they_cannot_block() {
     );
     assert_eq!(run(&mut db, &mut s, "LLEN l"), ":1\r\n", "nothing moved");
 }
+
+/// Redis 7.2+ refuses a blocking timeout beyond LLONG_MAX milliseconds as "out of range"
+/// (7.0 called it negative). Replies recorded from redis-server 7.4.1; found by the family
+/// run against 7.4.1 (BZPOPMIN k1 "" inf).
+#[test]
+fn blocking_timeouts_out_of_range_follow_redis_7_2() {
+    let (mut db, mut s) = setup();
+    let out_of_range = "-ERR timeout is out of range\r\n";
+    for t in [
+        "inf",
+        "1e400",
+        "9223372036854775808",
+        "9223372036854775.807",
+    ] {
+        assert_eq!(
+            run(&mut db, &mut s, &format!("BLPOP nokey {t}")),
+            out_of_range,
+            "{t}"
+        );
+        assert_eq!(
+            run(&mut db, &mut s, &format!("BZPOPMIN nokey {t}")),
+            out_of_range,
+            "{t}"
+        );
+    }
+    for t in ["-inf", "-1"] {
+        assert_eq!(
+            run(&mut db, &mut s, &format!("BLPOP nokey {t}")),
+            "-ERR timeout is negative\r\n",
+            "{t}"
+        );
+    }
+}

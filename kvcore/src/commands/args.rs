@@ -45,9 +45,13 @@ pub fn numkeys<'a, 'b>(
 pub fn timeout_ms(arg: &[u8]) -> Result<u64, &'static [u8]> {
     let secs =
         crate::num::parse_f64(arg).ok_or(&b"ERR timeout is not a float or out of range"[..])?;
-    // Redis converts ceil(seconds * 1000) to a long long; out of its range that conversion
-    // gives LLONG_MIN on x86, which then reads as negative.
+    // Redis 7.2+ refuses milliseconds beyond LLONG_MAX ("out of range"; 7.0 called them
+    // negative), then converts ceil(seconds * 1000) to a long long: below its range that
+    // gives LLONG_MIN on x86, which reads as negative.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if secs * 1000.0 >= LIMIT {
+        return Err(b"ERR timeout is out of range");
+    }
     let ms = (secs * 1000.0).ceil();
     let ms = if (-LIMIT..LIMIT).contains(&ms) {
         ms as i64
