@@ -41,6 +41,9 @@ pub enum OpError {
     NotPositive,
     /// Value out of range (generic).
     OutOfRange,
+    /// An integer beyond a C `int` where Redis reads one (`getIntFromObjectOrReply`: the
+    /// database indexes of SELECT, MOVE and COPY).
+    NotInt32,
     /// HELLO with an unsupported protocol version.
     NoProto,
     /// The database ran out of its memory budget.
@@ -79,6 +82,9 @@ impl OpError {
             }
             OpError::NotPositive => "ERR value is out of range, must be positive",
             OpError::OutOfRange => "ERR value is out of range",
+            OpError::NotInt32 => {
+                "ERR value is out of range, value must between -2147483648 and 2147483647"
+            }
             OpError::NoProto => "NOPROTO unsupported protocol version",
             OpError::OutOfMemory => "OOM command not allowed when used memory > 'maxmemory'.",
             OpError::NotHll => "WRONGTYPE Key is not a valid HyperLogLog string value.",

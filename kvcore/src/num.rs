@@ -59,6 +59,45 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
     }
 }
 
+/// Parses an unsigned 64-bit integer as Redis 7.2+'s `string2ull` does (SCAN cursors): the
+/// text up to its first NUL (C's `strlen`), read by `string2ll` when it can (a negative value
+/// is refused), else by `strtoull` in base 10: leading C whitespace, an optional sign (`-`
+/// negates modulo 2^64), one digit or more, nothing after them, no overflow. So `+1`, ` 1`,
+/// `007`, `-0` and ` -1` (2^64 - 1) are cursors; `-1`, `1 ` and `` are not.
+pub fn string2ull(s: &[u8]) -> Option<u64> {
+    let s = s.split(|&b| b == 0).next().unwrap_or_default();
+    if let Some(v) = parse_i64(s) {
+        return u64::try_from(v).ok();
+    }
+    let start = s
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))?;
+    let mut rest = s.get(start..).unwrap_or_default();
+    let negative = match rest.first() {
+        Some(b'-') => true,
+        Some(b'+') => false,
+        _ => {
+            return parse_digits(rest);
+        }
+    };
+    rest = rest.get(1..).unwrap_or_default();
+    let v = parse_digits(rest)?;
+    Some(if negative { v.wrapping_neg() } else { v })
+}
+
+/// One ASCII digit or more, all of `s`, as a `u64` that does not overflow.
+fn parse_digits(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |v, &c| {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v.checked_mul(10)?.checked_add(u64::from(c - b'0'))
+    })
+}
+
 /// Parses a float the way Redis's `getLongDoubleFromObject` does for INCRBYFLOAT (`strtold`):
 /// the whole string must be consumed, no leading space, hexadecimal accepted, NaN and values
 /// beyond `long double`'s range rejected. Infinity is accepted.
@@ -73,6 +112,41 @@ pub fn fmt_i64(v: i64, buf: &mut itoa::Buffer) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn string2ull_as_redis_7_2() {
+        // Each as Redis 7.4.1 answered SCAN <cursor>: a cursor, or "invalid cursor".
+        for (text, want) in [
+            (&b"0"[..], Some(0)),
+            (b"18446744073709551615", Some(u64::MAX)),
+            (b"18446744073709551616", None),
+            (b"+1", Some(1)),
+            (b" 1", Some(1)),
+            (b"\t7", Some(7)),
+            (b" -1", Some(u64::MAX)),
+            (b"-18446744073709551615", Some(1)),
+            (b"-18446744073709551616", None),
+            (b"-0", Some(0)),
+            (b"007", Some(7)),
+            (b"-1", None),
+            (b"-9223372036854775808", None),
+            (b"1 ", None),
+            (b"", None),
+            (b" ", None),
+            (b"+", None),
+            (b"+ 1", None),
+            (b"0x10", None),
+            (b"1\0x", Some(1)),
+            (b"\0\x01", None),
+        ] {
+            assert_eq!(
+                super::string2ull(text),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -327,7 +327,7 @@ fn score_text(s: f64) -> Vec<u8> {
         return (s as i64).to_string().into_bytes();
     }
     let mut buf = [0u8; crate::resp::float::DOUBLE_BUF_LEN];
-    crate::resp::float::format_double(s, &mut buf).to_vec()
+    crate::resp::float::format_double_17g(s, &mut buf).to_vec()
 }
 
 /// The DUMP payload of a value, whose lists have nodes cut by `list_limits`.

@@ -78,6 +78,40 @@ fn lpos_rank_range_follows_redis_7_2() {
     );
 }
 
+/// Redis 7.2+ refuses an LREM count of i64::MIN before it looks at the key (7.0 takes it);
+/// replies recorded from redis-server 7.4.1. Found by the docs-mode differential fuzzer.
+#[test]
+fn lrem_count_range_follows_redis_7_2() {
+    let (mut db, mut s) = setup();
+    let refused = "-ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807\r\n";
+    run(&mut db, &mut s, "RPUSH l a b a");
+    run(&mut db, &mut s, "SET str x");
+    assert_eq!(
+        run(&mut db, &mut s, "LREM l -9223372036854775808 a"),
+        refused
+    );
+    assert_eq!(
+        run(&mut db, &mut s, "LREM nokey -9223372036854775808 a"),
+        refused
+    );
+    assert_eq!(
+        run(&mut db, &mut s, "LREM str -9223372036854775808 a"),
+        refused
+    );
+    assert_eq!(
+        run(&mut db, &mut s, "LREM l -9223372036854775807 zz"),
+        ":0\r\n"
+    );
+    assert_eq!(
+        run(&mut db, &mut s, "LREM l 9223372036854775807 zz"),
+        ":0\r\n"
+    );
+    assert_eq!(
+        run(&mut db, &mut s, "LREM l -9223372036854775807 a"),
+        ":2\r\n"
+    );
+}
+
 /// Counts and indexes near the i64 limits answer like Redis and allocate only what the reply
 /// holds.
 #[test]
@@ -110,8 +144,9 @@ fn huge_counts_and_indexes() {
         "*2\r\n$1\r\nl\r\n*3\r\n$1\r\nc\r\n$1\r\nb\r\n$1\r\na\r\n"
     );
     run(&mut db, &mut s, "RPUSH l a");
+    // (-2^63 itself is refused since 7.2: lrem_count_range_follows_redis_7_2.)
     assert_eq!(
-        run(&mut db, &mut s, "LREM l -9223372036854775808 a"),
+        run(&mut db, &mut s, "LREM l -9223372036854775807 a"),
         ":1\r\n"
     );
     assert_eq!(run(&mut db, &mut s, "EXISTS l"), ":0\r\n");
@@ -146,4 +181,37 @@ fn blocking_forms_answer_at_once_when_they_cannot_block() {
         "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
     );
     assert_eq!(run(&mut db, &mut s, "LLEN l"), ":1\r\n", "nothing moved");
+}
+
+/// Redis 7.2+ refuses a blocking timeout beyond LLONG_MAX milliseconds as "out of range"
+/// (7.0 called it negative). Replies recorded from redis-server 7.4.1; found by the family
+/// run against 7.4.1 (BZPOPMIN k1 "" inf).
+#[test]
+fn blocking_timeouts_out_of_range_follow_redis_7_2() {
+    let (mut db, mut s) = setup();
+    let out_of_range = "-ERR timeout is out of range\r\n";
+    for t in [
+        "inf",
+        "1e400",
+        "9223372036854775808",
+        "9223372036854775.807",
+    ] {
+        assert_eq!(
+            run(&mut db, &mut s, &format!("BLPOP nokey {t}")),
+            out_of_range,
+            "{t}"
+        );
+        assert_eq!(
+            run(&mut db, &mut s, &format!("BZPOPMIN nokey {t}")),
+            out_of_range,
+            "{t}"
+        );
+    }
+    for t in ["-inf", "-1"] {
+        assert_eq!(
+            run(&mut db, &mut s, &format!("BLPOP nokey {t}")),
+            "-ERR timeout is negative\r\n",
+            "{t}"
+        );
+    }
 }

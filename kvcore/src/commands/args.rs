@@ -9,9 +9,15 @@ pub fn int(a: &[u8]) -> Result<i64, OpError> {
 }
 
 /// Redis's error for -2^63 where it takes a long it may negate (-LONG_MAX..=LONG_MAX): the
-/// counts of SRANDMEMBER, HRANDFIELD and ZRANDMEMBER, LPOS's RANK.
+/// counts of SRANDMEMBER, HRANDFIELD, ZRANDMEMBER and LREM, LPOS's RANK.
 pub const NOT_NEGATABLE: &[u8] =
     b"ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807";
+
+/// Parses an integer argument that must fit a C `int` (`getIntFromObjectOrReply`), with
+/// Redis's two errors.
+pub fn int32(a: &[u8]) -> Result<i32, OpError> {
+    i32::try_from(int(a)?).map_err(|_| OpError::NotInt32)
+}
 
 /// Case-insensitive comparison of an argument with an uppercase option name.
 pub fn is(a: &[u8], opt: &str) -> bool {
@@ -39,9 +45,13 @@ pub fn numkeys<'a, 'b>(
 pub fn timeout_ms(arg: &[u8]) -> Result<u64, &'static [u8]> {
     let secs =
         crate::num::parse_f64(arg).ok_or(&b"ERR timeout is not a float or out of range"[..])?;
-    // Redis converts ceil(seconds * 1000) to a long long; out of its range that conversion
-    // gives LLONG_MIN on x86, which then reads as negative.
+    // Redis 7.2+ refuses milliseconds beyond LLONG_MAX ("out of range"; 7.0 called them
+    // negative), then converts ceil(seconds * 1000) to a long long: below its range that
+    // gives LLONG_MIN on x86, which reads as negative.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if secs * 1000.0 >= LIMIT {
+        return Err(b"ERR timeout is out of range");
+    }
     let ms = (secs * 1000.0).ceil();
     let ms = if (-LIMIT..LIMIT).contains(&ms) {
         ms as i64

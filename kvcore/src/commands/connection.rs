@@ -62,8 +62,11 @@ fn echo(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 /// Client names may not hold spaces, newlines or other special characters.
+/// Redis 7.2+'s `validateClientAttr` (client names, CLIENT SETINFO values): printable ASCII
+/// without spaces, so that CLIENT LIST splits on spaces. It reads a C string: what follows a
+/// NUL is not checked (and is kept), as 7.4 does (7.0 checked every byte of a name).
 fn valid_name(n: &[u8]) -> bool {
-    n.iter().all(|&b| (b'!'..=b'~').contains(&b))
+    super::c_str(n).iter().all(|&b| (b'!'..=b'~').contains(&b))
 }
 
 const BAD_NAME: &[u8] = b"ERR Client names cannot contain spaces, newlines or special characters.";
@@ -100,11 +103,17 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
             auth = Some((a[i + 1], a[i + 2]));
             i += 3;
         } else if args::is(a[i], "SETNAME") && more >= 1 {
+            // As Redis: the name is checked where it is read, before the options after it
+            // and before authentication.
+            if !valid_name(a[i + 1]) {
+                return c.out.error(BAD_NAME);
+            }
             name = Some(a[i + 1]);
             i += 2;
         } else {
+            // Redis formats the option with %s: a NUL ends it.
             let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
-            msg.extend_from_slice(a[i]);
+            msg.extend_from_slice(super::c_str(a[i]));
             msg.push(b'\'');
             return c.out.error(&super::sanitize(msg));
         }
@@ -123,9 +132,6 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
         );
     }
     if let Some(n) = name {
-        if !valid_name(n) {
-            return c.out.error(BAD_NAME);
-        }
         c.session.name = (!n.is_empty()).then(|| n.to_vec());
     }
     c.session.proto = proto;
@@ -167,7 +173,7 @@ fn auth(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn select(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    match args::int(a[1]) {
+    match args::int32(a[1]) {
         Err(e) => c.out.error(e.message().as_bytes()),
         Ok(i) if i < 0 || i as usize >= c.db.databases() => {
             c.out.error(b"ERR DB index is out of range")
@@ -232,12 +238,12 @@ fn client(c: &mut Ctx<'_>, a: &[&[u8]]) {
             &mut c.session.lib_ver
         } else {
             let mut m = b"ERR Unrecognized option '".to_vec();
-            m.extend_from_slice(a[2]);
+            m.extend_from_slice(super::c_str(a[2]));
             m.push(b'\'');
             return c.out.error(&super::sanitize(m));
         };
         // Redis's validateClientAttr: CLIENT LIST must stay splittable on spaces.
-        if a[3].iter().any(|b| !(b'!'..=b'~').contains(b)) {
+        if !valid_name(a[3]) {
             let mut m = b"ERR ".to_vec();
             m.extend_from_slice(a[2]);
             m.extend_from_slice(b" cannot contain spaces, newlines or special characters.");

@@ -497,13 +497,13 @@ fn renamenx(c: &mut Ctx<'_>, a: &[&[u8]]) {
     }
 }
 
-/// Parses a database index argument as MOVE / COPY DB do.
+/// Parses a database index argument as MOVE / COPY DB do: a C `int` first, then an index.
 fn db_index(c: &Ctx<'_>, arg: &[u8]) -> OpResult<usize> {
-    let i = args::int(arg)?;
-    if i < 0 || i as usize >= c.db.databases() {
-        return Err(OpError::DbIndexOutOfRange);
+    let i = args::int32(arg)?;
+    match usize::try_from(i) {
+        Ok(i) if i < c.db.databases() => Ok(i),
+        _ => Err(OpError::DbIndexOutOfRange),
     }
-    Ok(i as usize)
 }
 
 fn copy(c: &mut Ctx<'_>, a: &[&[u8]]) {
@@ -563,13 +563,9 @@ pub struct ScanArgs<'a> {
 
 /// Parses `SCAN cursor [MATCH p] [COUNT n] [TYPE t]`; `Err` carries the reply text.
 pub fn parse_scan<'a>(a: &[&'a [u8]]) -> Result<ScanArgs<'a>, &'static [u8]> {
-    // Redis reads the cursor with strtoul: a leading '-' wraps around.
-    let cursor = match crate::num::parse_u64(a[1]) {
-        Some(c) => c,
-        None => match crate::num::parse_i64(a[1]) {
-            Some(n) if n < 0 => n as u64,
-            _ => return Err(b"ERR invalid cursor"),
-        },
+    // As Redis 7.2+'s string2ull (7.0 used strtoul: it took "" and wrapped "-1" around).
+    let Some(cursor) = crate::num::string2ull(a[1]) else {
+        return Err(b"ERR invalid cursor");
     };
     let mut s = ScanArgs {
         cursor,

@@ -487,7 +487,9 @@ fn ltrim(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn lrem(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    // Redis 7.2+ reads the count in -LONG_MAX..=LONG_MAX (7.0 took -2^63).
     let count = match args::int(a[2]) {
+        Ok(i64::MIN) => return c.out.error(args::NOT_NEGATABLE),
         Ok(n) => n,
         Err(e) => return reply_err(&mut c.out, e),
     };

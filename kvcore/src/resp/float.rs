@@ -1,12 +1,15 @@
-//! Redis 7.0's text for doubles, and its parsing of them.
+//! Redis's text for doubles, and its parsing of them.
 //!
-//! Redis 7.0 prints scores and other doubles with C's `"%.17g"`, so
-//! `ZSCORE` of 1.1 is `1.1000000000000001`. We produce the same text
-//! without libc: a double is `m * 2^e` exactly, so its decimal expansion is
-//! the digits of `m << e` or of `m * 5^-e` (shifted by `e` places), which a
-//! small fixed-size big integer computes exactly (at most 767 digits, for
-//! subnormals). Rounding those exact digits to 17 places, half to even, is
-//! what glibc does. Values that fit in a `u128` skip the big integer.
+//! Redis 7.2 and later reply a double (`ZSCORE`, `ZRANGE ... WITHSCORES`, `ZINCRBY`, RESP3
+//! doubles) with `d2string`: integers up to 2^62 as integers, others in the short form of
+//! [`super::fpconv`] (Grisu2), so `ZSCORE` of 1.1 is `1.1`: [`format_double`]. Redis 7.0
+//! printed C's `"%.17g"` (`1.1000000000000001`); 7.4 still does where it formats a `long
+//! double` with `"%.17Lg"` (ZSCAN of a skip-list sorted set), and our RDB writer keeps 7.0's
+//! text: [`format_double_17g`]. That one we produce without libc: a double is `m * 2^e`
+//! exactly, so its decimal expansion is the digits of `m << e` or of `m * 5^-e` (shifted by
+//! `e` places), which a small fixed-size big integer computes exactly (at most 767 digits, for
+//! subnormals). Rounding those exact digits to 17 places, half to even, is what glibc does.
+//! Values that fit in a `u128` skip the big integer.
 //!
 //! `INCRBYFLOAT` itself now adds and prints in an emulated `long double`
 //! ([`super::long_double`]), exactly as Redis does; the `f64` approximation
@@ -34,9 +37,59 @@ pub const DOUBLE_BUF_LEN: usize = 40;
 /// integer digits, a point and 17 decimals.
 pub const INCR_BUF_LEN: usize = 328;
 
-/// `v` as Redis 7.0 replies a double: `"%.17g"`, with `inf` and `-inf`
-/// (`nan` / `-nan` as glibc prints them, though Redis never stores NaN).
+/// `v` as Redis 7.2+ replies a double (`d2string`): `nan`, `inf`, `-inf`, `0`, `-0`, an
+/// integral value within `±2^62` as an integer, anything else as [`super::fpconv`] writes it.
 pub fn format_double(v: f64, buf: &mut [u8; DOUBLE_BUF_LEN]) -> &[u8] {
+    let mut out = Out { buf, len: 0 };
+    if v.is_nan() {
+        out.extend(b"nan");
+    } else if v.is_infinite() {
+        out.extend(if v < 0.0 { b"-inf" } else { b"inf" });
+    } else if v == 0.0 {
+        out.extend(if v.is_sign_negative() { b"-0" } else { b"0" });
+    } else if v.abs() <= (i64::MAX / 2) as f64 && v.fract() == 0.0 {
+        // Exact: an integer of magnitude at most 2^62.
+        out.extend(itoa::Buffer::new().format(v as i64).as_bytes());
+    } else {
+        let mut text = [0u8; super::fpconv::FPCONV_BUF_LEN];
+        out.extend(super::fpconv::fpconv_dtoa(v, &mut text));
+    }
+    let len = out.len;
+    &buf[..len]
+}
+
+/// Rewrites the doubles of a Redis 7.0 reply as Redis 7.2+ writes them: each bulk string that
+/// is exactly `"%.17g"` of a double (`0.10000000000000001`) becomes [`format_double`]'s text
+/// of it (`0.1`). RESP3 doubles need nothing: [`super::Value::encode`] writes the new form.
+/// For differential tests against a 7.0 server; a member that happens to look like 7.0's
+/// text of a double is rewritten too.
+pub fn rewrite_17g_doubles(v: &mut super::Value) {
+    use super::Value;
+    match v {
+        Value::Bulk(b) => {
+            let Some(d) = parse_double(b) else { return };
+            let mut old = [0u8; DOUBLE_BUF_LEN];
+            if format_double_17g(d, &mut old) == b.as_slice() {
+                let mut new = [0u8; DOUBLE_BUF_LEN];
+                *b = format_double(d, &mut new).to_vec();
+            }
+        }
+        Value::Array(items) | Value::Set(items) | Value::Push(items) => {
+            items.iter_mut().for_each(rewrite_17g_doubles);
+        }
+        Value::Map(pairs) => {
+            for (k, v) in pairs {
+                rewrite_17g_doubles(k);
+                rewrite_17g_doubles(v);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `v` as C's `"%.17g"` prints it (Redis 7.0's replies; 7.4's `"%.17Lg"` of a double), with
+/// `inf` and `-inf` (`nan` / `-nan` as glibc prints them, though Redis never stores NaN).
+pub fn format_double_17g(v: f64, buf: &mut [u8; DOUBLE_BUF_LEN]) -> &[u8] {
     let mut out = Out { buf, len: 0 };
     if v.is_sign_negative() {
         out.push(b'-');
@@ -761,9 +814,10 @@ mod tests {
         (consumed == s.len() && !range && !v.is_nan()).then_some(v)
     }
 
+    /// Our `"%.17g"`.
     fn ours(v: f64) -> String {
         let mut buf = [0; DOUBLE_BUF_LEN];
-        String::from_utf8(format_double(v, &mut buf).to_vec()).unwrap()
+        String::from_utf8(format_double_17g(v, &mut buf).to_vec()).unwrap()
     }
 
     fn incr(v: f64) -> String {

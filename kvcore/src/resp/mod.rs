@@ -12,8 +12,9 @@
 //!   buffer; integers and lengths are written with `itoa`, never `fmt`.
 //! - [`reply`]: the client side: [`parse_reply`] builds a [`Value`] tree,
 //!   [`skip_reply`] only measures a reply (for load generators).
-//! - [`float`]: Redis 7.0's text for doubles (`%.17g`), for `INCRBYFLOAT`
-//!   results, and its `strtod`-based double parsing.
+//! - [`float`]: Redis's text for doubles (7.2+'s short form, 7.0's `%.17g`), for
+//!   `INCRBYFLOAT` results, and its `strtod`-based double parsing; [`fpconv`] the short
+//!   form's Grisu2 digits.
 //!
 //! # Invariants
 //!
@@ -37,6 +38,7 @@
 
 mod check;
 pub mod float;
+pub mod fpconv;
 pub mod long_double;
 pub mod parse;
 pub mod reply;
@@ -45,7 +47,9 @@ pub mod write;
 use std::fmt;
 
 pub use check::{check_roundtrip, check_writer_roundtrip};
-pub use float::{format_double, format_long_double_incr, parse_double};
+pub use float::{
+    format_double, format_double_17g, format_long_double_incr, parse_double, rewrite_17g_doubles,
+};
 pub use parse::{Args, Limits, Parsed, Parser, Status};
 pub use reply::{parse_reply, skip_reply, ReplyError, Value};
 pub use write::{Proto, ReplyWriter};

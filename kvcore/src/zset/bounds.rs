@@ -22,6 +22,8 @@ pub struct ScoreRange {
 }
 
 fn parse_score_bound(a: &[u8]) -> Option<(f64, bool)> {
+    // strtod reads a C string: a NUL ends the text ("1\0x" is 1, "\0x" is "").
+    let a = a.split(|&b| b == 0).next().unwrap_or_default();
     let (ex, body) = match a.split_first() {
         Some((b'(', rest)) => (true, rest),
         _ => (false, a),

@@ -309,12 +309,16 @@ async fn move_key(
                 replace = true;
                 i += 1;
             } else if args[i].eq_ignore_ascii_case(b"DB") && i + 1 < args.len() {
-                match kvcore::num::parse_i64(args[i + 1]) {
-                    None => return w.error(b"ERR value is not an integer or out of range"),
-                    Some(d) if d < 0 || d as usize >= shard.db.borrow().databases() => {
-                        return w.error(b"ERR DB index is out of range")
+                let d = match kvcore::num::parse_i64(args[i + 1]) {
+                    None => return w.error(OpError::NotInteger.message().as_bytes()),
+                    Some(d) if i32::try_from(d).is_err() => {
+                        return w.error(OpError::NotInt32.message().as_bytes())
                     }
-                    Some(d) => dst_db = d as usize,
+                    Some(d) => d,
+                };
+                match usize::try_from(d) {
+                    Ok(d) if d < shard.db.borrow().databases() => dst_db = d,
+                    _ => return w.error(OpError::DbIndexOutOfRange.message().as_bytes()),
                 }
                 i += 2;
             } else {

@@ -8,6 +8,7 @@ mod blocking_lists;
 mod clients;
 mod collection_rss;
 mod command_fuzz;
+mod command_table;
 mod config_files;
 mod differential;
 mod disk;

@@ -101,10 +101,15 @@ pub(crate) fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), Str
                     m.sort();
                     format!("{m:?}")
                 }
-                "zset" => format!(
-                    "{:?}",
-                    q::<Vec<Vec<u8>>>(c, &["ZRANGE", &k, "0", "-1", "WITHSCORES"])
-                ),
+                // Scores by value: Redis 7.0 writes 0.1 as 0.10000000000000001, 7.2 and we as 0.1.
+                "zset" => {
+                    let items: Vec<Vec<u8>> = q(c, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]);
+                    let pairs: Vec<(Vec<u8>, f64)> = items
+                        .chunks(2)
+                        .map(|p| (p[0].clone(), score(&p[1])))
+                        .collect();
+                    format!("{pairs:?}")
+                }
                 other => panic!("type {other}"),
             };
             let ttl: i64 = q(c, &["PTTL", &k]);
@@ -113,6 +118,11 @@ pub(crate) fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), Str
     }
     let _: () = q(c, &["SELECT", "0"]);
     all
+}
+
+/// A score's text as a number.
+fn score(text: &[u8]) -> f64 {
+    kvcore::resp::parse_double(text).unwrap_or_else(|| panic!("a score: {text:?}"))
 }
 
 fn redis_server(dir: &str, file: &str) -> (std::process::Child, redis::Connection) {

@@ -916,7 +916,11 @@ fn zscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
     // The whole set in one reply with cursor 0: every member present for the whole scan is
     // returned, as SCAN promises (Redis does the same for listpack-encoded sets).
     let mut items = Vec::new();
+    // Scores are bulk strings, in RESP3 too, in the text Redis has at hand: a listpack holds
+    // each score as d2string wrote it; a skip list's double is printed with "%.17Lg".
+    let mut listpack = false;
     if let Some(z) = z {
+        listpack = z.encoding() == "listpack";
         z.range(0, z.len(), false, |m, sc| {
             if s.pattern.is_none_or(|p| crate::glob::matches(p, m, false)) {
                 items.push((m.to_vec(), sc));
@@ -926,8 +930,13 @@ fn zscan(c: &mut Ctx<'_>, a: &[&[u8]]) {
     c.out.array_len(2);
     c.out.bulk(b"0");
     c.out.array_len(items.len() * 2);
+    let mut text = [0u8; crate::resp::float::DOUBLE_BUF_LEN];
     for (m, sc) in &items {
         c.out.bulk(m);
-        c.out.double(*sc);
+        c.out.bulk(if listpack {
+            crate::resp::format_double(*sc, &mut text)
+        } else {
+            crate::resp::format_double_17g(*sc, &mut text)
+        });
     }
 }

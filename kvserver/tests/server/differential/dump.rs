@@ -47,6 +47,14 @@ fn contents(c: &mut Conn, key: &str) -> String {
         other => vec![format!("{other:?}")],
     };
     match ty.trim() {
+        // Scores by value: Redis 7.0 writes 0.1 as 0.10000000000000001, 7.2 and we as 0.1.
+        "+zset" => {
+            for score in items.iter_mut().skip(1).step_by(2) {
+                if let Some(d) = kvcore::resp::parse_double(score.as_bytes()) {
+                    *score = format!("{d:?}");
+                }
+            }
+        }
         "+set" => items.sort(),
         "+hash" => {
             let mut pairs: Vec<String> = items.chunks(2).map(|p| p.join("=")).collect();

@@ -16,9 +16,12 @@
 //! The suite runs a short fixed set of seeds. A long run:
 //! `KV_DIFF_SECONDS=600 cargo test -p kvserver --test server differential -- --nocapture`
 //! (optionally `KV_DIFF_SEED=N` to start from seed N; with `KV_DIFF_SEED` alone, only that
-//! seed runs; `KV_DIFF_COMMANDS` sets the sequence length).
+//! seed runs; `KV_DIFF_COMMANDS` sets the sequence length; `KV_DIFF_TRACE=1` prints every
+//! batch sent). `REDIS_SERVER=/path/to/redis-server` compares with that build instead of
+//! Debian's (7.0, what CI has); the spec is Redis 7.4.
 
 mod bitmaps;
+mod docs;
 mod dump;
 mod families;
 mod hashes;
@@ -51,6 +54,36 @@ use families::{generate, word, Cmd, FAMILIES};
 struct Redis {
     child: Child,
     port: u16,
+    /// Its major and minor version (7.0 is Debian's, the one CI has; 7.4 is the spec).
+    version: (u32, u32),
+}
+
+/// The redis-server binary the differential tests compare with: `REDIS_SERVER` when set
+/// (e.g. a build of Redis 7.4, the spec), else Debian's.
+fn redis_binary() -> String {
+    if let Some(bin) = std::env::var_os("REDIS_SERVER") {
+        return bin.to_string_lossy().into_owned();
+    }
+    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("redis-server is installed (scripts/test installs it)")
+        .to_string()
+}
+
+/// The major and minor version `redis-server --version` prints (`Redis server v=7.0.15 ...`).
+fn redis_version(bin: &str) -> (u32, u32) {
+    let out = Command::new(bin)
+        .arg("--version")
+        .output()
+        .expect("redis-server --version runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("v="))
+        .unwrap_or_else(|| panic!("a version in {text:?}"));
+    let mut parts = v.split('.').map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 impl Redis {
@@ -60,10 +93,8 @@ impl Redis {
 
     /// A redis-server with these extra arguments.
     fn start_with(extra: &[&str]) -> Redis {
-        let bin = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists())
-            .expect("redis-server is installed (scripts/test installs it)");
+        let bin = redis_binary();
+        let version = redis_version(&bin);
         // Pick a free port; retry if another process takes it first.
         for _ in 0..10 {
             let port = TcpListener::bind("127.0.0.1:0")
@@ -71,7 +102,7 @@ impl Redis {
                 .local_addr()
                 .unwrap()
                 .port();
-            let mut child = Command::new(bin)
+            let mut child = Command::new(&bin)
                 .args(["--port", &port.to_string()])
                 .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
                 .args(extra)
@@ -87,7 +118,11 @@ impl Redis {
                     break;
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Redis { child, port };
+                    return Redis {
+                        child,
+                        port,
+                        version,
+                    };
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -148,7 +183,16 @@ impl Conn {
                 replies.push(self.buf.drain(..used).collect());
                 continue;
             }
-            let n = self.stream.read(&mut chunk).expect("a reply in time");
+            let n = self.stream.read(&mut chunk).unwrap_or_else(|e| {
+                panic!(
+                    "no reply in time ({e}) to {} (port {}), {} of {} replies, pending {:?}",
+                    show(&cmds[replies.len()]),
+                    self.stream.peer_addr().map_or(0, |a| a.port()),
+                    replies.len(),
+                    cmds.len(),
+                    String::from_utf8_lossy(&self.buf)
+                )
+            });
             assert!(
                 n > 0,
                 "connection closed after {}",
@@ -160,10 +204,37 @@ impl Conn {
     }
 }
 
-/// The pair of servers under comparison.
+/// The pair of servers under comparison, and what the run draws commands from.
 struct Pair {
     ours: Server,
     redis: Redis,
+    /// The docs mode's table, or `None` for the family tables.
+    docs: Option<docs::Table>,
+}
+
+impl Pair {
+    /// The sequence of `seed`, from the family tables or the docs mode's table; against
+    /// Redis 7.0, without the commands whose effect 7.2 changed (see
+    /// [`docs::changed_in_7_2`]).
+    fn sequence(&self, seed: u64, len: usize) -> Vec<Cmd> {
+        let mut cmds = match &self.docs {
+            Some(t) => t.sequence(seed, len),
+            None => sequence(seed, len),
+        };
+        if self.redis.version < (7, 2) {
+            cmds.retain(|c| !docs::changed_in_7_2(c));
+        }
+        cmds
+    }
+
+    /// A reply as compared: the driver's normalisation, then the docs mode's.
+    fn normalize(&self, cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
+        let reply = normalize(cmd, reply);
+        match &self.docs {
+            Some(t) => t.normalize(cmd, reply),
+            None => reply,
+        }
+    }
 }
 
 /// A command as a readable line.
@@ -174,8 +245,9 @@ fn show(args: &[Vec<u8>]) -> String {
         .join(" ")
 }
 
-/// An EXEC reply with each element normalized as the reply of the command queued for it.
-fn normalize_exec(queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
+/// An EXEC reply with each element normalized as the reply of the command queued for it (the
+/// pair's normalisation: the driver's, then the docs mode's).
+fn normalize_exec(pair: &Pair, queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
     let header_end = match reply.iter().position(|&b| b == b'\n') {
         Some(i) if reply.starts_with(b"*") && !reply.starts_with(b"*-1") => i + 1,
         _ => return reply,
@@ -213,7 +285,7 @@ fn normalize_exec(queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
         } else if timed {
             b":T\r\n".to_vec()
         } else {
-            normalize(cmd, one)
+            pair.normalize(cmd, one)
         });
         at += used;
     }
@@ -326,6 +398,19 @@ fn same(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8], skew_ms: u64) -> bool {
     }
 }
 
+/// Whether `ours` is Redis 7.0's reply `theirs` with its doubles as 7.2 writes them: 7.2
+/// replies `ZSCORE` of 0.1 as `0.1` (7.0: `0.10000000000000001`), and we follow 7.2.
+fn same_but_doubles(ours: &[u8], theirs: &[u8]) -> bool {
+    let (Ok(Some((a, _))), Ok(Some((mut z, _)))) = (parse_reply(ours), parse_reply(theirs)) else {
+        return false;
+    };
+    kvcore::resp::rewrite_17g_doubles(&mut z);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    a.encode(&mut x);
+    z.encode(&mut y);
+    x == y
+}
+
 /// Whether Redis's reply is SORT's score error while ours is not an error: the stale-errno
 /// case (see `first_mismatch`).
 fn stale_errno(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8]) -> bool {
@@ -354,6 +439,15 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
     for (b, batch) in cmds.chunks(64).enumerate() {
         // Both servers get the batch before either is read: their clocks stay close.
         let sent = Instant::now();
+        if std::env::var_os("KV_DIFF_TRACE").is_some() {
+            eprintln!(
+                "batch {b}: ours on {}, redis on {}",
+                pair.ours.port, pair.redis.port
+            );
+            for c in batch {
+                eprintln!("  {}", show(c));
+            }
+        }
         ours.send(batch);
         theirs.send(batch);
         let a = ours.receive(batch);
@@ -365,8 +459,8 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
             let (a, z) = if name == b"EXEC" && queue.is_some() {
                 let q = queue.take().unwrap_or_default();
                 (
-                    normalize_exec(&q, a[j].clone()),
-                    normalize_exec(&q, z[j].clone()),
+                    normalize_exec(pair, &q, a[j].clone()),
+                    normalize_exec(pair, &q, z[j].clone()),
                 )
             } else {
                 if name == b"DISCARD" {
@@ -378,9 +472,21 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
                         q.push(cmd.clone());
                     }
                 }
-                (normalize(cmd, a[j].clone()), normalize(cmd, z[j].clone()))
+                (
+                    pair.normalize(cmd, a[j].clone()),
+                    pair.normalize(cmd, z[j].clone()),
+                )
             };
-            if !same(cmd, &a, &z, skew_ms) && stale_errno(cmd, &a, &z) {
+            let same = |a: &[u8], z: &[u8]| {
+                same(cmd, a, z, skew_ms)
+                    || (pair.redis.version < (7, 2) && same_but_doubles(a, z))
+                    // 7.2 calls a timeout beyond LLONG_MAX ms "out of range", 7.0 "negative".
+                    || (pair.redis.version < (7, 2)
+                        && a == b"-ERR timeout is out of range\r\n"
+                        && z == b"-ERR timeout is negative\r\n")
+                    || (pair.docs.is_some() && docs::agree(cmd, a, z))
+            };
+            if !same(&a, &z) && stale_errno(cmd, &a, &z) {
                 // Redis 7.0's SORT reads `errno` after strtod without clearing it, so an
                 // ERANGE left by an earlier command (INCRBYFLOAT 1e5000) fails it until some
                 // system call fails and resets errno. Redis is wrong there; the rest of the
@@ -388,7 +494,7 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
                 eprintln!("differential: Redis's stale-errno SORT failure, rest of the sequence skipped: {}", show(cmd));
                 return None;
             }
-            if !same(cmd, &a, &z, skew_ms) {
+            if !same(&a, &z) {
                 return Some((b * 64 + j, a, z));
             }
         }
@@ -438,7 +544,7 @@ const CLOCK_SENSITIVE: &[&[u8]] = &[
 /// Returns whether a clock-sensitive mismatch was seen that no replay or shrink could show
 /// again (counted and printed, not fatal).
 fn run_seed(pair: &Pair, seed: u64, len: usize) -> bool {
-    let cmds = sequence(seed, len);
+    let cmds = pair.sequence(seed, len);
     let Some((i, ours, theirs)) = first_mismatch(pair, &cmds) else {
         return false;
     };
@@ -520,22 +626,30 @@ fn differential_against_redis() {
     let pair = Pair {
         ours: Server::start(&["--threads", "2"]),
         redis: Redis::start(),
+        docs: None,
     };
-    let len = env_u64("KV_DIFF_COMMANDS").unwrap_or(400) as usize;
+    drive(&pair, 0..30, 400);
+}
+
+/// Runs `seeds` of `len` commands, or what `KV_DIFF_SECONDS` (run that long, from
+/// `KV_DIFF_SEED` or a seed from the clock), `KV_DIFF_SEED` alone (that seed only) and
+/// `KV_DIFF_COMMANDS` (the length) ask; panics at the first mismatch (see [`run_seed`]).
+fn drive(pair: &Pair, seeds: std::ops::Range<u64>, len: usize) {
+    let len = env_u64("KV_DIFF_COMMANDS").map_or(len, |n| n as usize);
     let seconds = env_u64("KV_DIFF_SECONDS");
     let first = env_u64("KV_DIFF_SEED");
     let started = Instant::now();
-    let mut seeds = 0u64;
+    let mut count = 0u64;
     let mut timing = 0u64;
     match (seconds, first) {
         (None, Some(seed)) => {
-            timing += u64::from(run_seed(&pair, seed, len));
-            seeds = 1;
+            timing += u64::from(run_seed(pair, seed, len));
+            count = 1;
         }
         (None, None) => {
-            for seed in 0..30 {
-                timing += u64::from(run_seed(&pair, seed, len));
-                seeds += 1;
+            for seed in seeds {
+                timing += u64::from(run_seed(pair, seed, len));
+                count += 1;
             }
         }
         (Some(secs), first) => {
@@ -547,18 +661,19 @@ fn differential_against_redis() {
                     << 16
             });
             while started.elapsed() < Duration::from_secs(secs) {
-                timing += u64::from(run_seed(&pair, seed, len));
+                timing += u64::from(run_seed(pair, seed, len));
                 seed += 1;
-                seeds += 1;
+                count += 1;
             }
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
     println!(
-        "differential: {seeds} seeds x {len} commands = {} commands in {elapsed:.1} s ({:.0}/s), \
+        "differential{}: {count} seeds x {len} commands = {} commands in {elapsed:.1} s ({:.0}/s), \
          no mismatch ({timing} clock-timing differences that did not replay)",
-        seeds * len as u64,
-        (seeds * len as u64) as f64 / elapsed
+        if pair.docs.is_some() { " (docs)" } else { "" },
+        count * len as u64,
+        (count * len as u64) as f64 / elapsed
     );
 }
 
@@ -761,4 +876,94 @@ fn server_commands_in_a_transaction_as_redis() {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Database indexes are C `int`s first (Redis's `getIntFromObjectOrReply`), then indexes: SELECT,
+/// MOVE and COPY ... DB with 2^32 answer "value is out of range, value must between ..." (they
+/// answered "DB index is out of range"), on one shard and across two (COPY between shards
+/// parses its DB apart). Found by the docs mode.
+#[test]
+fn database_indexes_beyond_an_int_as_redis() {
+    let (a, b) = (
+        crate::support::key_on("a", 0, 2, 0),
+        crate::support::key_on("b", 1, 2, 0),
+    );
+    let lines: Vec<String> = [
+        "SET {a} v",
+        "SELECT 4294967296",
+        "SELECT 2147483648",
+        "SELECT -2147483649",
+        "SELECT 2147483647",
+        "SELECT -1",
+        "SELECT x",
+        "MOVE {a} 4294967296",
+        "MOVE {a} -2147483648",
+        "MOVE {a} 16",
+        "COPY {a} {b} DB 4294967296",
+        "COPY {a} {b} DB 9223372036854775807",
+        "COPY {a} {b} DB -1",
+        "COPY {a} {b} DB x",
+        "COPY {a} {b} DB 1",
+        "SWAPDB 4294967296 0",
+        "SWAPDB 0 2147483648",
+    ]
+    .iter()
+    .map(|l| l.replace("{a}", &a).replace("{b}", &b))
+    .collect();
+    let script: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let redis = Redis::start();
+    let theirs = script_replies(redis.port, &script);
+    assert!(theirs[1].contains("must between"), "{theirs:?}");
+    for threads in ["1", "2"] {
+        let ours = Server::start(&["--threads", threads]);
+        assert_eq!(
+            script_replies(ours.port, &script),
+            theirs,
+            "{threads} shard(s)"
+        );
+    }
+}
+
+/// Score bounds are read with strtod on a C string, so a NUL ends them: `\0x` reads as the
+/// empty text (0), `1\0x` as 1 (they were "min or max is not a float"). Found by the docs mode.
+#[test]
+fn score_bounds_end_at_a_nul_as_redis() {
+    let script = [
+        "ZADD z 0 a 1 b 2 c",
+        "ZCOUNT z \0\u{1} 5",
+        "ZCOUNT z 1\0x 5",
+        "ZCOUNT z (1\0x +inf",
+        "ZRANGEBYSCORE z \0 1\0",
+        "ZREMRANGEBYSCORE nokey \0\u{1} \0\u{1}",
+        "ZRANGE z (0\0 2\0\0 BYSCORE",
+        "ZCOUNT z x\0 5",
+        "ZCOUNT z 1x\0 5",
+    ];
+    let redis = Redis::start();
+    let theirs = script_replies(redis.port, &script);
+    assert!(theirs[1].ends_with(":3\r\n"), "{theirs:?}");
+    let ours = Server::start(&[]);
+    assert_eq!(script_replies(ours.port, &script), theirs);
+}
+
+/// HELLO's error for an unknown option prints it as Redis's `%s` does, up to its first NUL
+/// (it printed every byte); a bad SETNAME is refused where it is read, before the options
+/// after it (we checked it after them all; for the 7.2 order with AUTH before it, see
+/// kvcore's hello_checks_setname_where_it_reads_it). Found by the docs mode.
+#[test]
+fn hello_option_errors_end_at_a_nul_as_redis() {
+    let script = [
+        "HELLO 2 \0\u{1}x -2",
+        "HELLO 2 ab\0cd",
+        "HELLO 3 a\rb\nc",
+        "HELLO 2 SETNAME return1 [ x",
+        "HELLO 2 SETNAME a\u{1}b [",
+        "HELLO 2 SETNAME a\u{1}b AUTH u p",
+        "PING",
+    ];
+    let redis = Redis::start();
+    let theirs = script_replies(redis.port, &script);
+    assert!(theirs[0].contains("option ''"), "{theirs:?}");
+    let ours = Server::start(&[]);
+    assert_eq!(script_replies(ours.port, &script), theirs);
 }
