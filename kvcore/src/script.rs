@@ -56,9 +56,64 @@ pub fn parse_sha(s: &[u8]) -> Option<Sha> {
     Some(out)
 }
 
+/// The flags of a script's shebang line (`#!lua flags=no-writes,allow-oom`), checked as Redis
+/// checks them: `None` without a shebang; `Err` with Redis's error for a bad one.
+pub fn shebang_flags(body: &[u8]) -> Result<Option<Vec<&[u8]>>, Vec<u8>> {
+    const FLAGS: &[&[u8]] = &[
+        b"no-writes",
+        b"allow-oom",
+        b"allow-stale",
+        b"no-cluster",
+        b"allow-cross-slot-keys",
+    ];
+    if !body.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let Some(end) = memchr::memchr(b'\n', body) else {
+        return Err(b"ERR Invalid script shebang".to_vec());
+    };
+    let mut parts = body[..end]
+        .split(|c| c.is_ascii_whitespace())
+        .filter(|p| !p.is_empty());
+    let err = |what: &str, part: &[u8]| {
+        let mut m = format!("ERR {what}: ").into_bytes();
+        m.extend_from_slice(part);
+        m
+    };
+    match parts.next() {
+        Some(b"#!lua") => {}
+        Some(other) => return Err(err("Unexpected engine in script shebang", other)),
+        None => return Err(b"ERR Invalid engine in script shebang".to_vec()),
+    }
+    let mut flags = Vec::new();
+    for part in parts {
+        let Some(list) = part.strip_prefix(b"flags=") else {
+            return Err(err("Unknown lua shebang option", part));
+        };
+        for flag in list.split(|&c| c == b',') {
+            if !FLAGS.contains(&flag) {
+                return Err(err("Unexpected flag in script shebang", flag));
+            }
+            flags.push(flag);
+        }
+    }
+    Ok(Some(flags))
+}
+
 /// Bodies of the scripts EVAL and SCRIPT LOAD have seen, by SHA1. Cloning shares it.
 #[derive(Clone, Default)]
-pub struct ScriptCache(Arc<Mutex<CacheInner>>);
+pub struct ScriptCache(Arc<Mutex<CacheInner>>, Arc<Running>);
+
+/// Scripts running now, on any store sharing the cache, for SCRIPT KILL.
+#[derive(Default)]
+struct Running {
+    /// Scripts running.
+    scripts: std::sync::atomic::AtomicUsize,
+    /// Those of them that have not written yet (SCRIPT KILL may stop these).
+    clean: std::sync::atomic::AtomicUsize,
+    /// SCRIPT KILL calls so far: a clean script started before the latest one stops.
+    kills: std::sync::atomic::AtomicU64,
+}
 
 #[derive(Default)]
 struct CacheInner {
@@ -102,6 +157,21 @@ impl ScriptCache {
     /// Whether no script is loaded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// SCRIPT KILL: stops the running scripts that have not written (from another thread
+    /// than theirs: a script runs to its end on its own). `Err` is Redis's reply when none can
+    /// be stopped.
+    pub fn kill(&self) -> Result<(), &'static [u8]> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.1.scripts.load(SeqCst) == 0 {
+            return Err(b"NOTBUSY No scripts in execution right now.");
+        }
+        if self.1.clean.load(SeqCst) == 0 {
+            return Err(b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
+        }
+        self.1.kills.fetch_add(1, SeqCst);
+        Ok(())
     }
 
     /// SCRIPT FLUSH: forgets every script.
@@ -467,6 +537,7 @@ impl Engine {
         if let Some(f) = self.compiled.get(sha) {
             return Ok(f.clone());
         }
+        shebang_flags(body)?;
         // A shebang line is skipped, its line feed kept (line numbers stay the user's).
         let code = match body.strip_prefix(b"#!") {
             Some(_) => &body[memchr::memchr(b'\n', body).unwrap_or(body.len())..],
@@ -807,9 +878,29 @@ pub fn run(
         set_array(&e.lua, &e.globals, "KEYS", keys).map_err(internal)?;
         set_array(&e.lua, &e.globals, "ARGV", argv).map_err(internal)?;
         let caller = RefCell::new(caller);
+        let run = RunGuard::start(&cache.1);
+        let wrote = run.wrote.clone();
+        let (running, since) = (cache.1.clone(), run.since);
+        // Every 100k instructions: stop if SCRIPT KILL came after the start and nothing was
+        // written (and on every later check, so a pcall cannot swallow it).
+        e.lua
+            .set_hook(
+                mlua::HookTriggers::new().every_nth_instruction(100_000),
+                move |_, _| {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    if !wrote.get() && running.kills.load(SeqCst) != since {
+                        return Err(mlua::Error::external(ScriptError(
+                            b"ERR Script killed by user with SCRIPT KILL...".to_vec(),
+                        )));
+                    }
+                    Ok(mlua::VmState::Continue)
+                },
+            )
+            .map_err(internal)?;
         let ran = e.lua.scope(|scope| {
             let call = scope.create_function(|lua, args: MultiValue| {
-                let (v, failed) = call_command(lua, *caller.borrow_mut(), read_only, true, args)?;
+                let (v, failed) =
+                    call_command(lua, *caller.borrow_mut(), read_only, true, args, &run)?;
                 match (failed, v) {
                     (true, Lv::Table(t)) => {
                         let text: mlua::String = t.raw_get("err")?;
@@ -819,7 +910,7 @@ pub fn run(
                 }
             })?;
             let pcall = scope.create_function(|lua, args: MultiValue| {
-                Ok(call_command(lua, *caller.borrow_mut(), read_only, false, args)?.0)
+                Ok(call_command(lua, *caller.borrow_mut(), read_only, false, args, &run)?.0)
             })?;
             e.redis.raw_set("call", call)?;
             e.redis.raw_set("pcall", pcall)?;
@@ -833,6 +924,7 @@ pub fn run(
             }
             Ok(())
         });
+        e.lua.remove_hook();
         ran.map_err(internal)
     });
     if let Err(e) = result {
@@ -842,6 +934,47 @@ pub fn run(
         cache.insert(body_bytes);
     }
     Outcome::Ran
+}
+
+/// One script's entry in [`Running`], left when dropped.
+struct RunGuard {
+    running: Arc<Running>,
+    /// The SCRIPT KILL count when the script started.
+    since: u64,
+    /// Whether a command of the script wrote (it can no longer be killed).
+    wrote: Rc<std::cell::Cell<bool>>,
+}
+
+impl RunGuard {
+    fn start(running: &Arc<Running>) -> RunGuard {
+        use std::sync::atomic::Ordering::SeqCst;
+        running.scripts.fetch_add(1, SeqCst);
+        running.clean.fetch_add(1, SeqCst);
+        RunGuard {
+            running: running.clone(),
+            since: running.kills.load(SeqCst),
+            wrote: Rc::new(std::cell::Cell::new(false)),
+        }
+    }
+
+    /// A command of the script is about to write.
+    fn writes(&self) {
+        if !self.wrote.replace(true) {
+            self.running
+                .clean
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.running.scripts.fetch_sub(1, SeqCst);
+        if !self.wrote.get() {
+            self.running.clean.fetch_sub(1, SeqCst);
+        }
+    }
 }
 
 /// An error reply `redis.call` raises: the text of the `err` field of Redis's error table.
@@ -944,6 +1077,7 @@ fn call_command(
     read_only: bool,
     raise: bool,
     args: MultiValue,
+    run: &RunGuard,
 ) -> mlua::Result<(Lv, bool)> {
     let fail = |text: &[u8]| -> mlua::Result<(Lv, bool)> {
         Ok((Lv::Table(error_table(lua, text)?), raise))
@@ -974,6 +1108,9 @@ fn call_command(
     }
     if read_only && spec.has(crate::commands::flags::WRITE) {
         return fail(b"Write commands are not allowed from read-only scripts.");
+    }
+    if spec.has(crate::commands::flags::WRITE) {
+        run.writes();
     }
     let mut out = Vec::new();
     if let Err(refused) = caller.call(&argv, &mut out) {

@@ -172,6 +172,10 @@ fn run_with(
     caller: &mut dyn Caller,
     w: &mut crate::resp::ReplyWriter<'_>,
 ) {
+    // EVALSHA answers NOSCRIPT for a name of the wrong length before it reads anything else.
+    if by_sha && a[1].len() != 40 {
+        return w.error(NO_SCRIPT);
+    }
     let n = match args::int(a[2]) {
         Ok(n) => n,
         Err(e) => return w.error(e.message().as_bytes()),
@@ -212,13 +216,7 @@ fn source_is_no_writes(cache: &script::ScriptCache, source: &Source<'_>) -> bool
             None => return false,
         },
     };
-    let Some(rest) = b.strip_prefix(b"#!") else {
-        return false;
-    };
-    let line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
-    line.split(|&c| c == b' ')
-        .filter_map(|w| w.strip_prefix(b"flags="))
-        .any(|f| f.split(|&c| c == b',').any(|f| f == b"no-writes"))
+    script::shebang_flags(b).is_ok_and(|f| f.is_some_and(|f| f.contains(&&b"no-writes"[..])))
 }
 
 fn script_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
@@ -251,10 +249,7 @@ fn script_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
         return;
     }
     if args::is(sub, "FLUSH") {
-        if a.len() > 3 {
-            return wrong_arity(&mut c.out, "script|flush");
-        }
-        if a.len() == 3 && !args::is(a[2], "SYNC") && !args::is(a[2], "ASYNC") {
+        if a.len() > 3 || (a.len() == 3 && !args::is(a[2], "SYNC") && !args::is(a[2], "ASYNC")) {
             return c
                 .out
                 .error(b"ERR SCRIPT FLUSH only support SYNC|ASYNC option");
@@ -266,17 +261,25 @@ fn script_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
         if a.len() != 2 {
             return wrong_arity(&mut c.out, "script|kill");
         }
-        // Scripts run to their end on the store's thread: none is running when a command
-        // of another client is read.
-        return c.out.error(b"NOTBUSY No scripts in execution right now.");
+        // A script runs to its end on its store's thread: this reaches one running on another
+        // (a server's other shard), whose instruction hook then stops it.
+        return match c.db.scripts.kill() {
+            Ok(()) => c.out.ok(),
+            Err(e) => c.out.error(e),
+        };
     }
     if args::is(sub, "DEBUG") {
         if a.len() != 3 {
             return wrong_arity(&mut c.out, "script|debug");
         }
-        return c
-            .out
-            .error(b"ERR SCRIPT DEBUG is not supported by this server");
+        return if args::is(a[2], "NO") {
+            c.out.ok()
+        } else if args::is(a[2], "YES") || args::is(a[2], "SYNC") {
+            c.out
+                .error(b"ERR The Lua debugger (SCRIPT DEBUG YES/SYNC) is not supported")
+        } else {
+            c.out.error(b"ERR Use SCRIPT DEBUG YES/SYNC/NO")
+        };
     }
     unknown_subcommand(&mut c.out, "script", sub)
 }

@@ -43,8 +43,11 @@ use crate::support::Server;
 /// - the command leaves request-reply: MONITOR, the (un)subscribe family (pushes; the family
 ///   run covers them one channel at a time), QUIT (closes), SYNC, PSYNC, REPLCONF;
 /// - the command waits or reaches other servers: WAIT, WAITAOF, REPLICAOF, SLAVEOF, FAILOVER,
-///   MIGRATE, SHUTDOWN, and every command of @blocking (see [`Table::read`]).
+///   MIGRATE, SHUTDOWN, and every command of @blocking (see [`Table::read`]);
+/// - the command is one we do not serve whole: SCRIPT DEBUG (YES and SYNC start Redis's Lua
+///   debugger, which we refuse).
 const LEFT_OUT: &[&str] = &[
+    "script|debug",
     "time",
     "lastsave",
     "object|idletime",

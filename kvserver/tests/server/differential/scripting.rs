@@ -181,10 +181,17 @@ const CASES: &[&[&str]] = &[
         "0",
     ],
     &["EVAL", "return redis.call('client', 'id')", "0"],
+    &["SCRIPT", "LOAD", "#!lua name=lib\nreturn 1"],
+    &["EVAL", "#!lua flags=no-writes,nope\nreturn 1", "0"],
+    &["EVAL", "#!python\nreturn 1", "0"],
+    &["EVAL", "#!lua", "0"],
+    &["EVAL", "#!lua flags=allow-oom\nreturn 2", "0"],
     &["SCRIPT", "LOAD", "return 'loaded'"],
     &["EVALSHA", "2f31ba2bb6d6a0f42cc159d2e2dad55440778de3", "0"],
     &["EVALSHA", "a5b7c7d6c1a8f9b9fdd5da6c5d29efc1e2e3d4f0", "0"],
     &["EVALSHA", "nope", "0"],
+    &["EVALSHA", "[", "m1", "-inf"],
+    &["EVALSHA", "ffffffffffffffffffffffffffffffffffffffff", "x"],
     &[
         "SCRIPT",
         "EXISTS",
@@ -411,4 +418,99 @@ fn scripts_across_shards_are_atomic_under_load() {
     for m in movers {
         m.join().unwrap();
     }
+}
+
+/// A connection that answers PING within a moment (not on the shard a running script holds).
+fn free_connection(port: u16) -> std::net::TcpStream {
+    use std::io::{Read, Write};
+    for _ in 0..50 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .unwrap();
+        s.write_all(b"PING\r\n").unwrap();
+        let mut buf = [0u8; 7];
+        if s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n" {
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            return s;
+        }
+    }
+    panic!("no connection reached a free shard");
+}
+
+fn send_line(s: &mut std::net::TcpStream, args: &[&str]) -> String {
+    use std::io::{Read, Write};
+    let argv: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    s.write_all(&crate::support::encode(&argv)).unwrap();
+    let mut buf = vec![0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Sends SCRIPT KILL from new connections until one on a shard the running script does not
+/// hold answers something other than NOTBUSY (a connection on the busy shard gets no answer
+/// in time and is dropped); that answer.
+fn kill_from_another_shard(port: u16) -> String {
+    use std::io::{Read, Write};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no SCRIPT KILL got through"
+        );
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(300)))
+            .unwrap();
+        s.write_all(b"SCRIPT KILL\r\n").unwrap();
+        let mut buf = vec![0u8; 512];
+        let Ok(n) = s.read(&mut buf) else {
+            continue;
+        };
+        let r = String::from_utf8_lossy(&buf[..n]).into_owned();
+        if !r.starts_with("-NOTBUSY") {
+            return r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// SCRIPT KILL from a connection of another shard stops a script that has not written, which
+/// then answers Redis's error; one that wrote is UNKILLABLE; with none running, NOTBUSY.
+#[test]
+fn script_kill_stops_a_running_script() {
+    let server = Server::start(&["--threads", "2"]);
+    let mut idle = free_connection(server.port);
+    assert_eq!(
+        send_line(&mut idle, &["SCRIPT", "KILL"]),
+        "-NOTBUSY No scripts in execution right now.\r\n"
+    );
+    let mut busy = Conn::open(server.port);
+    busy.send(&[cmd(&[
+        "EVAL",
+        "local i = 0 while true do i = i + 1 end",
+        "1",
+        "k",
+    ])]);
+    assert_eq!(kill_from_another_shard(server.port), "+OK\r\n");
+    let r = busy.receive(&[cmd(&["EVAL"])]);
+    let text = String::from_utf8_lossy(&r[0]).into_owned();
+    assert!(
+        text.starts_with("-ERR Script killed by user with SCRIPT KILL... script: ")
+            && text.ends_with(", on @user_script:1.\r\n"),
+        "{text}"
+    );
+    // The shard serves again.
+    assert_eq!(busy.pipeline(&[cmd(&["PING"])])[0], b"+PONG\r\n".to_vec());
+    // A script that wrote cannot be killed (the server is killed at the end of the test).
+    busy.send(&[cmd(&[
+        "EVAL",
+        "redis.call('set', KEYS[1], 'v') while true do end",
+        "1",
+        "k",
+    ])]);
+    let r = kill_from_another_shard(server.port);
+    assert!(
+        r.starts_with("-UNKILLABLE Sorry the script already executed write commands"),
+        "{r}"
+    );
 }
