@@ -423,22 +423,6 @@ fn command(r: &mut Rng) -> Vec<String> {
     v
 }
 
-/// Whether `ours` is Redis 7.0's reply `theirs` with its doubles in 7.2's short form.
-fn same_but_doubles(ours: &[u8], theirs: &[u8]) -> bool {
-    let parse = |r: &[u8]| match kvcore::resp::parse_reply(r) {
-        Ok(Some((v, _))) => Some(v),
-        _ => None,
-    };
-    let (Some(a), Some(mut z)) = (parse(ours), parse(theirs)) else {
-        return false;
-    };
-    kvcore::resp::rewrite_17g_doubles(&mut z);
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    a.encode(&mut x);
-    z.encode(&mut y);
-    x == y
-}
-
 #[test]
 fn random_sequences_match_redis() {
     run(false);
@@ -490,7 +474,7 @@ fn run(resp3: bool) {
         let mut got = Vec::new();
         db.dispatch(&mut session, &refs, &mut got);
         assert!(
-            got == want || (before_7_2 && same_but_doubles(&got, &want)),
+            got == want || (before_7_2 && kvcore::resp::same_but_17g_doubles(&got, &want)),
             "mismatch (seed {seed}, resp3 {resp3}, step {step}) on: {}\n ours:  {:?}\n redis: {:?}",
             cmd.join(" "),
             String::from_utf8_lossy(&got),

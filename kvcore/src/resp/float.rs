@@ -87,6 +87,21 @@ pub fn rewrite_17g_doubles(v: &mut super::Value) {
     }
 }
 
+/// Whether the RESP reply `ours` is Redis 7.0's reply `theirs` once its doubles are written
+/// as 7.2+ writes them ([`rewrite_17g_doubles`]); for differential tests against a 7.0 server.
+pub fn same_but_17g_doubles(ours: &[u8], theirs: &[u8]) -> bool {
+    let (Ok(Some((a, _))), Ok(Some((mut z, _)))) =
+        (super::parse_reply(ours), super::parse_reply(theirs))
+    else {
+        return false;
+    };
+    rewrite_17g_doubles(&mut z);
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    a.encode(&mut x);
+    z.encode(&mut y);
+    x == y
+}
+
 /// `v` as C's `"%.17g"` prints it (Redis 7.0's replies; 7.4's `"%.17Lg"` of a double), with
 /// `inf` and `-inf` (`nan` / `-nan` as glibc prints them, though Redis never stores NaN).
 pub fn format_double_17g(v: f64, buf: &mut [u8; DOUBLE_BUF_LEN]) -> &[u8] {

@@ -49,6 +49,7 @@ use std::fmt;
 pub use check::{check_roundtrip, check_writer_roundtrip};
 pub use float::{
     format_double, format_double_17g, format_long_double_incr, parse_double, rewrite_17g_doubles,
+    same_but_17g_doubles,
 };
 pub use parse::{Args, Limits, Parsed, Parser, Status};
 pub use reply::{parse_reply, skip_reply, ReplyError, Value};

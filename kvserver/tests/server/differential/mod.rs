@@ -398,19 +398,6 @@ fn same(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8], skew_ms: u64) -> bool {
     }
 }
 
-/// Whether `ours` is Redis 7.0's reply `theirs` with its doubles as 7.2 writes them: 7.2
-/// replies `ZSCORE` of 0.1 as `0.1` (7.0: `0.10000000000000001`), and we follow 7.2.
-fn same_but_doubles(ours: &[u8], theirs: &[u8]) -> bool {
-    let (Ok(Some((a, _))), Ok(Some((mut z, _)))) = (parse_reply(ours), parse_reply(theirs)) else {
-        return false;
-    };
-    kvcore::resp::rewrite_17g_doubles(&mut z);
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    a.encode(&mut x);
-    z.encode(&mut y);
-    x == y
-}
-
 /// Whether Redis's reply is SORT's score error while ours is not an error: the stale-errno
 /// case (see `first_mismatch`).
 fn stale_errno(cmd: &[Vec<u8>], ours: &[u8], theirs: &[u8]) -> bool {
@@ -479,7 +466,7 @@ fn first_mismatch(pair: &Pair, cmds: &[Cmd]) -> Option<(usize, Vec<u8>, Vec<u8>)
             };
             let same = |a: &[u8], z: &[u8]| {
                 same(cmd, a, z, skew_ms)
-                    || (pair.redis.version < (7, 2) && same_but_doubles(a, z))
+                    || (pair.redis.version < (7, 2) && kvcore::resp::same_but_17g_doubles(a, z))
                     // 7.2 calls a timeout beyond LLONG_MAX ms "out of range", 7.0 "negative".
                     || (pair.redis.version < (7, 2)
                         && a == b"-ERR timeout is out of range\r\n"
