@@ -32,6 +32,8 @@ pub struct ChangeLog {
     out: Vec<u8>,
     /// The database the last command in `out` ran in.
     db: Option<usize>,
+    /// Commands appended so far (a script's effects are wrapped only when they are several).
+    pushes: u64,
 }
 
 impl ChangeLog {
@@ -43,7 +45,15 @@ impl ChangeLog {
             self.db = Some(db);
         }
         encode(&mut self.out, args);
+        self.pushes += 1;
     }
+}
+
+/// Where a script's effects start in a store's change log (see [`Db::log_effects_begin`]).
+#[derive(Clone, Copy, Debug)]
+pub struct EffectsMark {
+    tx: (usize, Option<usize>, usize),
+    pushes: u64,
 }
 
 /// Appends `args` to `out` as a RESP multibulk.
@@ -112,6 +122,32 @@ impl Db {
         } else {
             encode(&mut log.out, &[b"EXEC"]);
         }
+    }
+
+    /// Opens a script's effects in the log: [`Db::log_effects_end`] leaves them between MULTI
+    /// and EXEC when there are several, as Redis propagates a script's writes (so a loader or
+    /// a replica applies all of them or none), bare when there is one.
+    pub fn log_effects_begin(&mut self, db: usize) -> Option<EffectsMark> {
+        let tx = self.log_tx_begin(db)?;
+        let pushes = self.changes.as_deref().map_or(0, |l| l.pushes);
+        Some(EffectsMark { tx, pushes })
+    }
+
+    /// Closes what [`Db::log_effects_begin`] opened.
+    pub fn log_effects_end(&mut self, mark: Option<EffectsMark>) {
+        let (Some(mark), Some(log)) = (mark, self.changes.as_deref_mut()) else {
+            return;
+        };
+        let (_, _, opened) = mark.tx;
+        if log.pushes == mark.pushes + 1 {
+            // One command: no MULTI around it (the MULTI is the last thing before `opened`).
+            const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+            if log.out.get(opened - MULTI.len()..opened) == Some(MULTI) {
+                log.out.drain(opened - MULTI.len()..opened);
+                return;
+            }
+        }
+        self.log_tx_end(Some(mark.tx));
     }
 
     /// Marks the log's end, for [`Db::changes_since`]: what is logged next starts with its

@@ -125,11 +125,14 @@ pub const NOT_LOCAL: &[u8] = b"Script attempted to access a non local key in a c
 
 fn run_script(c: &mut Ctx<'_>, a: &[&[u8]], by_sha: bool, read_only: bool) {
     let cache = c.db.scripts.clone();
+    let mark = c.db.log_effects_begin(c.session.db);
     let mut caller = StoreCaller {
         session: script_session(c.session),
         db: c.db,
     };
     run_with(&cache, a, by_sha, read_only, &mut caller, &mut c.out);
+    drop(caller);
+    c.db.log_effects_end(mark);
 }
 
 /// The session a script's commands run in, for a script called by `caller`: its database,
@@ -282,4 +285,43 @@ fn script_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
         };
     }
     unknown_subcommand(&mut c.out, "script", sub)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Db;
+
+    fn logged(db: &mut Db, args: &[&[u8]]) -> String {
+        db.execute(args);
+        String::from_utf8_lossy(&db.take_changes().unwrap_or_default()).into_owned()
+    }
+
+    /// A script's writes reach the change log as Redis propagates them: several between MULTI
+    /// and EXEC, one bare, none at all for a script that only read.
+    #[test]
+    fn script_effects_are_logged_whole() {
+        let mut db = Db::new();
+        db.set_change_log(true);
+        let two = logged(
+            &mut db,
+            &[
+                b"EVAL",
+                b"redis.call('set', 'a', '1') redis.call('incr', 'n') return 1",
+                b"0",
+            ],
+        );
+        assert_eq!(
+            two,
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*1\r\n$5\r\nMULTI\r\n\
+             *3\r\n$3\r\nset\r\n$1\r\na\r\n$1\r\n1\r\n*2\r\n$4\r\nincr\r\n$1\r\nn\r\n\
+             *1\r\n$4\r\nEXEC\r\n"
+        );
+        let one = logged(&mut db, &[b"EVAL", b"return redis.call('incr', 'n')", b"0"]);
+        assert_eq!(
+            one,
+            "*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n*2\r\n$4\r\nincr\r\n$1\r\nn\r\n"
+        );
+        let none = logged(&mut db, &[b"EVAL", b"return redis.call('get', 'n')", b"0"]);
+        assert_eq!(none, "");
+    }
 }
