@@ -187,11 +187,17 @@ impl ScriptCache {
 }
 
 /// What a script's `redis.call` runs through: the host executes `args` (name first, as a
-/// client would send them) and writes the RESP2 reply into `out`, or returns the error text
-/// (without `-`) that refuses it before it runs.
+/// client would send them) and writes the reply in protocol `proto` (RESP2 unless the script
+/// called `redis.setresp(3)`) into `out`, or returns the error text (without `-`) that refuses
+/// it before it runs.
 pub trait Caller {
     /// Runs one command for the script.
-    fn call(&mut self, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Vec<u8>>;
+    fn call(
+        &mut self,
+        args: &[&[u8]],
+        proto: crate::resp::Proto,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Vec<u8>>;
 }
 
 /// How a script ends: its reply is written to the writer given to [`run`].
@@ -912,13 +918,37 @@ pub fn run(
             let pcall = scope.create_function(|lua, args: MultiValue| {
                 Ok(call_command(lua, *caller.borrow_mut(), read_only, false, args, &run)?.0)
             })?;
+            let setresp = scope.create_function(|_, args: MultiValue| {
+                let fail = |m: &[u8]| Err(mlua::Error::external(ScriptError(m.to_vec())));
+                if args.len() != 1 {
+                    return fail(b"ERR redis.setresp() requires one argument.");
+                }
+                let n = match args.front() {
+                    Some(Lv::Integer(i)) => *i as f64,
+                    Some(Lv::Number(n)) => *n,
+                    Some(Lv::String(s)) => s
+                        .to_str()
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .unwrap_or(0.0),
+                    _ => 0.0,
+                };
+                match n as i64 {
+                    2 => run.resp3.set(false),
+                    3 => run.resp3.set(true),
+                    _ => return fail(b"ERR RESP version must be 2 or 3."),
+                }
+                Ok(())
+            })?;
             e.redis.raw_set("call", call)?;
             e.redis.raw_set("pcall", pcall)?;
+            e.redis.raw_set("setresp", setresp)?;
             let (ok, value): (bool, Lv) = e.runner.call((f.clone(), e.handler.clone()))?;
             e.redis.raw_set("call", Lv::Nil)?;
             e.redis.raw_set("pcall", Lv::Nil)?;
+            e.redis.raw_set("setresp", Lv::Nil)?;
             if ok {
-                write_value(w, &value, 0);
+                write_value(w, &value, 0, run.resp3.get());
             } else {
                 write_error(w, &value, &sha);
             }
@@ -943,6 +973,9 @@ struct RunGuard {
     since: u64,
     /// Whether a command of the script wrote (it can no longer be killed).
     wrote: Rc<std::cell::Cell<bool>>,
+    /// `redis.setresp(3)` was called: commands reply in RESP3, and the return value's booleans
+    /// are booleans.
+    resp3: std::cell::Cell<bool>,
 }
 
 impl RunGuard {
@@ -954,6 +987,7 @@ impl RunGuard {
             running: running.clone(),
             since: running.kills.load(SeqCst),
             wrote: Rc::new(std::cell::Cell::new(false)),
+            resp3: std::cell::Cell::new(false),
         }
     }
 
@@ -1113,7 +1147,13 @@ fn call_command(
         run.writes();
     }
     let mut out = Vec::new();
-    if let Err(refused) = caller.call(&argv, &mut out) {
+    let resp3 = run.resp3.get();
+    let proto = if resp3 {
+        crate::resp::Proto::Resp3
+    } else {
+        crate::resp::Proto::Resp2
+    };
+    if let Err(refused) = caller.call(&argv, proto, &mut out) {
         return fail(&refused);
     }
     let reply = match parse_reply(&out) {
@@ -1121,14 +1161,21 @@ fn call_command(
         _ => return fail(b"-ERR the command gave no reply the script can read"),
     };
     let failed = matches!(reply, Value::Error(_));
-    Ok((to_lua(lua, reply)?, raise && failed))
+    Ok((to_lua(lua, reply, resp3)?, raise && failed))
 }
 
-/// A RESP2 reply as a script sees it.
-fn to_lua(lua: &Lua, v: Value) -> mlua::Result<Lv> {
+/// A reply as a script sees it: RESP2's nulls are `false`, RESP3's `nil`; RESP3's map, set,
+/// double, big number and verbatim string are tables with one field naming the type.
+fn to_lua(lua: &Lua, v: Value, resp3: bool) -> mlua::Result<Lv> {
+    let tagged = |tag: &str, v: Lv| -> mlua::Result<Lv> {
+        let t = lua.create_table()?;
+        t.raw_set(tag, v)?;
+        Ok(Lv::Table(t))
+    };
     Ok(match v {
         Value::Int(i) => Lv::Number(i as f64),
         Value::Bulk(b) => Lv::String(lua.create_string(&b)?),
+        Value::Null | Value::NullArray if resp3 => Lv::Nil,
         Value::Null | Value::NullArray => Lv::Boolean(false),
         Value::Simple(s) => {
             let t = lua.create_table()?;
@@ -1141,24 +1188,36 @@ fn to_lua(lua: &Lua, v: Value) -> mlua::Result<Lv> {
             text.extend_from_slice(&e);
             Lv::Table(error_table(lua, &text)?)
         }
-        Value::Array(items) | Value::Set(items) | Value::Push(items) => {
+        Value::Array(items) | Value::Push(items) => {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, item) in items.into_iter().enumerate() {
-                t.raw_set(i + 1, to_lua(lua, item)?)?;
+                t.raw_set(i + 1, to_lua(lua, item, resp3)?)?;
             }
             Lv::Table(t)
+        }
+        Value::Set(items) => {
+            let t = lua.create_table_with_capacity(0, items.len())?;
+            for item in items {
+                t.raw_set(to_lua(lua, item, resp3)?, true)?;
+            }
+            tagged("set", Lv::Table(t))?
         }
         Value::Map(pairs) => {
-            let t = lua.create_table_with_capacity(pairs.len() * 2, 0)?;
-            for (i, (k, v)) in pairs.into_iter().enumerate() {
-                t.raw_set(2 * i + 1, to_lua(lua, k)?)?;
-                t.raw_set(2 * i + 2, to_lua(lua, v)?)?;
+            let t = lua.create_table_with_capacity(0, pairs.len())?;
+            for (k, v) in pairs {
+                t.raw_set(to_lua(lua, k, resp3)?, to_lua(lua, v, resp3)?)?;
             }
-            Lv::Table(t)
+            tagged("map", Lv::Table(t))?
         }
-        Value::Double(d) => Lv::Number(d),
+        Value::Double(d) => tagged("double", Lv::Number(d))?,
         Value::Bool(b) => Lv::Boolean(b),
-        other => Lv::String(lua.create_string(format!("{other:?}"))?),
+        Value::BigNumber(digits) => tagged("big_number", Lv::String(lua.create_string(&digits)?))?,
+        Value::Verbatim { format, text } => {
+            let v = lua.create_table()?;
+            v.raw_set("format", lua.create_string(format)?)?;
+            v.raw_set("string", lua.create_string(&text)?)?;
+            tagged("verbatim_string", Lv::Table(v))?
+        }
     })
 }
 
@@ -1166,10 +1225,12 @@ fn to_lua(lua: &Lua, v: Value) -> mlua::Result<Lv> {
 /// Redis's recursion; a self-referencing table would otherwise never end).
 const MAX_DEPTH: usize = 1000;
 
-/// A script's return value, by Redis's rules for a RESP2 script.
-fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize) {
+/// A script's return value, by Redis's rules (`resp3`: the script called `redis.setresp(3)`,
+/// and its booleans are sent as booleans).
+fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize, resp3: bool) {
     match v {
         Lv::String(s) => w.bulk(&s.as_bytes()),
+        Lv::Boolean(b) if resp3 => w.bool(*b),
         Lv::Boolean(true) => w.int(1),
         Lv::Integer(i) => w.int(*i),
         Lv::Number(n) => w.int(truncate(*n)),
@@ -1203,8 +1264,8 @@ fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize) {
                     let pairs: Vec<(Lv, Lv)> = m.pairs::<Lv, Lv>().filter_map(Result::ok).collect();
                     w.map_len(pairs.len());
                     for (k, v) in &pairs {
-                        write_value(w, k, depth + 1);
-                        write_value(w, v, depth + 1);
+                        write_value(w, k, depth + 1, resp3);
+                        write_value(w, v, depth + 1, resp3);
                     }
                     return;
                 }
@@ -1216,7 +1277,7 @@ fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize) {
                         .collect();
                     w.set_len(members.len());
                     for k in &members {
-                        write_value(w, k, depth + 1);
+                        write_value(w, k, depth + 1, resp3);
                     }
                     return;
                 }
@@ -1235,7 +1296,7 @@ fn write_value(w: &mut ReplyWriter<'_>, v: &Lv, depth: usize) {
             }
             w.array_len(items.len());
             for item in &items {
-                write_value(w, item, depth + 1);
+                write_value(w, item, depth + 1, resp3);
             }
         }
         _ => w.null(),

@@ -79,7 +79,13 @@ struct StoreCaller<'a> {
 }
 
 impl Caller for StoreCaller<'_> {
-    fn call(&mut self, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Vec<u8>> {
+    fn call(
+        &mut self,
+        args: &[&[u8]],
+        proto: crate::resp::Proto,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Vec<u8>> {
+        self.session.proto = proto;
         if let Some(owns) = &self.db.key_owner {
             if let Some(spec) = super::lookup(args[0]) {
                 if spec.key_positions(args).iter().any(|&i| !owns(args[i])) {

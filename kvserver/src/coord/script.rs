@@ -93,7 +93,13 @@ struct ShardCaller<'a> {
 }
 
 impl Caller for ShardCaller<'_> {
-    fn call(&mut self, args: &[&[u8]], out: &mut Vec<u8>) -> Result<(), Vec<u8>> {
+    fn call(
+        &mut self,
+        args: &[&[u8]],
+        proto: kvcore::resp::Proto,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Vec<u8>> {
+        self.session.proto = proto;
         let n = self.shard.n;
         let Some(spec) = commands::lookup(args[0]) else {
             self.db.dispatch(&mut self.session, args, out);

@@ -186,6 +186,42 @@ const CASES: &[&[&str]] = &[
     &["EVAL", "#!python\nreturn 1", "0"],
     &["EVAL", "#!lua", "0"],
     &["EVAL", "#!lua flags=allow-oom\nreturn 2", "0"],
+    &["HSET", "h", "f", "v"],
+    &[
+        "EVAL",
+        "redis.setresp(3); return redis.call('hgetall', KEYS[1])",
+        "1",
+        "h",
+    ],
+    &[
+        "EVAL",
+        "redis.setresp(3); return redis.call('hgetall', KEYS[1]).map.f",
+        "1",
+        "h",
+    ],
+    &[
+        "EVAL",
+        "redis.setresp(3); return type(redis.call('get', 'nokey'))",
+        "0",
+    ],
+    &[
+        "EVAL",
+        "redis.setresp(3); return {true, false, redis.call('smembers', 'h2')}",
+        "0",
+    ],
+    &[
+        "EVAL",
+        "redis.setresp(3); return redis.call('zscore', 'nozset', 'm')",
+        "0",
+    ],
+    &[
+        "EVAL",
+        "redis.setresp(2); return redis.call('hgetall', KEYS[1])",
+        "1",
+        "h",
+    ],
+    &["EVAL", "redis.setresp(4)", "0"],
+    &["EVAL", "redis.setresp()", "0"],
     &["SCRIPT", "LOAD", "return 'loaded'"],
     &["EVALSHA", "2f31ba2bb6d6a0f42cc159d2e2dad55440778de3", "0"],
     &["EVALSHA", "a5b7c7d6c1a8f9b9fdd5da6c5d29efc1e2e3d4f0", "0"],
@@ -513,4 +549,59 @@ fn script_kill_stops_a_running_script() {
         r.starts_with("-UNKILLABLE Sorry the script already executed write commands"),
         "{r}"
     );
+}
+
+/// A RESP3 client's scripts, against redis-server (the HELLO reply itself differs: server
+/// name, version, id).
+#[test]
+fn eval_for_a_resp3_client_as_redis() {
+    let cmds: Vec<Cmd> = [
+        &["HELLO", "3"][..],
+        &["HSET", "h", "f", "v"],
+        &["SADD", "s", "a"],
+        &[
+            "EVAL",
+            "redis.setresp(3); return redis.call('hgetall', KEYS[1])",
+            "1",
+            "h",
+        ],
+        &[
+            "EVAL",
+            "redis.setresp(2); return redis.call('hgetall', KEYS[1])",
+            "1",
+            "h",
+        ],
+        &[
+            "EVAL",
+            "redis.setresp(3); return redis.call('smembers', 's')",
+            "0",
+        ],
+        &["EVAL", "redis.setresp(3); return {true, false}", "0"],
+        &["EVAL", "return {true, false}", "0"],
+        &["EVAL", "return {double = 1.5}", "0"],
+        &["EVAL", "return nil", "0"],
+        &[
+            "EVAL",
+            "redis.setresp(3); return redis.call('get', 'nokey')",
+            "0",
+        ],
+    ]
+    .iter()
+    .map(|c| cmd(c))
+    .collect();
+    let redis = Redis::start();
+    let theirs = Conn::open(redis.port).pipeline(&cmds);
+    let ours_server = Server::start(&["--threads", "1"]);
+    let ours = Conn::open(ours_server.port).pipeline(&cmds);
+    for ((c, o), t) in cmds.iter().zip(&ours).zip(&theirs).skip(1) {
+        let show: Vec<String> = c
+            .iter()
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        assert_eq!(
+            String::from_utf8_lossy(o),
+            String::from_utf8_lossy(t),
+            "{show:?}"
+        );
+    }
 }
