@@ -895,9 +895,7 @@ pub fn run(
                 move |_, _| {
                     use std::sync::atomic::Ordering::SeqCst;
                     if !wrote.get() && running.kills.load(SeqCst) != since {
-                        return Err(mlua::Error::external(ScriptError(
-                            b"ERR Script killed by user with SCRIPT KILL...".to_vec(),
-                        )));
+                        return Err(mlua::Error::external(ScriptError(KILLED.to_vec())));
                     }
                     Ok(mlua::VmState::Continue)
                 },
@@ -991,6 +989,11 @@ impl RunGuard {
         }
     }
 
+    /// Whether SCRIPT KILL came after the script started.
+    fn kill_requested(&self) -> bool {
+        self.running.kills.load(std::sync::atomic::Ordering::SeqCst) != self.since
+    }
+
     /// A command of the script is about to write.
     fn writes(&self) {
         if !self.wrote.replace(true) {
@@ -1010,6 +1013,9 @@ impl Drop for RunGuard {
         }
     }
 }
+
+/// What a script stopped by SCRIPT KILL raises.
+const KILLED: &[u8] = b"ERR Script killed by user with SCRIPT KILL...";
 
 /// An error reply `redis.call` raises: the text of the `err` field of Redis's error table.
 #[derive(Debug)]
@@ -1144,6 +1150,11 @@ fn call_command(
         return fail(b"Write commands are not allowed from read-only scripts.");
     }
     if spec.has(crate::commands::flags::WRITE) {
+        // A SCRIPT KILL answered OK while the script was clean: it stops here, before its
+        // first write, rather than becoming unkillable.
+        if !run.wrote.get() && run.kill_requested() {
+            return Err(mlua::Error::external(ScriptError(KILLED.to_vec())));
+        }
         run.writes();
     }
     let mut out = Vec::new();
