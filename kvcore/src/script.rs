@@ -130,8 +130,13 @@ impl ScriptCache {
     /// Adds `body` (once) and returns its SHA1.
     pub fn insert(&self, body: &[u8]) -> Sha {
         let sha = sha1_hex(body);
-        self.lock().bodies.entry(sha).or_insert_with(|| body.into());
+        self.insert_as(sha, body);
         sha
+    }
+
+    /// [`ScriptCache::insert`] for a caller that has the SHA1 of `body` already.
+    fn insert_as(&self, sha: Sha, body: &[u8]) {
+        self.lock().bodies.entry(sha).or_insert_with(|| body.into());
     }
 
     /// The body of the script named `sha`.
@@ -852,7 +857,7 @@ pub fn lua_memory(cache: &ScriptCache) -> usize {
 pub fn load(cache: &ScriptCache, body: &[u8]) -> Result<Sha, Vec<u8>> {
     let sha = sha1_hex(body);
     with_engine(cache, |e| e.function(&sha, body))?;
-    cache.insert(body);
+    cache.insert_as(sha, body);
     Ok(sha)
 }
 
@@ -867,17 +872,16 @@ pub fn run(
     caller: &mut dyn Caller,
     w: &mut ReplyWriter<'_>,
 ) -> Outcome {
-    let (sha, body) = match source {
-        Source::Body(b) => (sha1_hex(b), None::<Arc<[u8]>>),
-        Source::Sha(sha) => match cache.get(&sha) {
-            Some(b) => (sha, Some(b)),
+    let stored: Arc<[u8]>;
+    let (sha, body_bytes): (Sha, &[u8]) = match &source {
+        Source::Body(b) => (sha1_hex(b), b),
+        Source::Sha(sha) => match cache.get(sha) {
+            Some(b) => {
+                stored = b;
+                (*sha, &stored)
+            }
             None => return Outcome::NoScript,
         },
-    };
-    let body_bytes: &[u8] = match (&source, &body) {
-        (Source::Body(b), _) => b,
-        (_, Some(b)) => b,
-        _ => return Outcome::NoScript,
     };
     let result = with_engine(cache, |e| -> Result<(), Vec<u8>> {
         let f = e.function(&sha, body_bytes)?;
@@ -959,7 +963,7 @@ pub fn run(
         w.error(&e);
     }
     if matches!(source, Source::Body(_)) {
-        cache.insert(body_bytes);
+        cache.insert_as(sha, body_bytes);
     }
     Outcome::Ran
 }

@@ -5,6 +5,31 @@
 //! a redis-server and compares the replies.
 
 use std::collections::HashMap;
+
+/// Commands neither random run sends: they stop the server (SHUTDOWN, FAILOVER), leave
+/// request-reply (MONITOR, the (un)subscribe family's pushes, QUIT, SYNC, PSYNC, REPLCONF), wait
+/// on purpose (WAIT, WAITAOF) or reach for other servers (MIGRATE, REPLICAOF, SLAVEOF). Each run
+/// adds its own.
+pub const NOT_REQUEST_REPLY: &[&str] = &[
+    "shutdown",
+    "monitor",
+    "subscribe",
+    "psubscribe",
+    "ssubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "sunsubscribe",
+    "sync",
+    "psync",
+    "replconf",
+    "replicaof",
+    "slaveof",
+    "failover",
+    "migrate",
+    "wait",
+    "waitaof",
+    "quit",
+];
 use std::io::{Read, Write};
 use std::net::TcpStream;
 

@@ -23,7 +23,7 @@ use kvcore::resp::reply::{parse_reply, Value};
 
 use super::families::{Cmd, Rng};
 use super::{drive, Pair, Redis};
-use crate::command_table::{arities, blocking, draw, table, Known};
+use crate::command_table::{arities, blocking, draw, table, Known, NOT_REQUEST_REPLY};
 use crate::support::Server;
 
 /// Commands (a container excludes its subcommands) left out, by reason:
@@ -40,10 +40,9 @@ use crate::support::Server;
 ///   whether a value is one of Redis's shared integers (SET k 10 shares it, COPY duplicates
 ///   it unshared: refcount 1); we derive it from the value alone;
 /// - the reply picks at random and changes the data, so the two servers' keys part: SPOP;
-/// - the command leaves request-reply: MONITOR, the (un)subscribe family (pushes; the family
-///   run covers them one channel at a time), QUIT (closes), SYNC, PSYNC, REPLCONF;
-/// - the command waits or reaches other servers: WAIT, WAITAOF, REPLICAOF, SLAVEOF, FAILOVER,
-///   MIGRATE, SHUTDOWN, and every command of @blocking (see [`Table::read`]);
+/// - the command leaves request-reply, waits or reaches other servers
+///   ([`NOT_REQUEST_REPLY`]; the family run covers the (un)subscribe family one channel at a
+///   time), and every command of @blocking (see [`Table::read`]);
 /// - the command is one we do not serve whole: SCRIPT DEBUG (YES and SYNC start Redis's Lua
 ///   debugger, which we refuse).
 const LEFT_OUT: &[&str] = &[
@@ -70,24 +69,6 @@ const LEFT_OUT: &[&str] = &[
     "bgrewriteaof",
     "pfselftest",
     "spop",
-    "monitor",
-    "subscribe",
-    "psubscribe",
-    "ssubscribe",
-    "unsubscribe",
-    "punsubscribe",
-    "sunsubscribe",
-    "quit",
-    "sync",
-    "psync",
-    "replconf",
-    "wait",
-    "waitaof",
-    "replicaof",
-    "slaveof",
-    "failover",
-    "migrate",
-    "shutdown",
 ];
 
 /// Commands that pick at random: their replies are compared by shape.
@@ -135,8 +116,9 @@ impl Table {
                 let full = k.words.join("|").to_lowercase();
                 let container = k.words[0].to_lowercase();
                 ours_listed.contains_key(&full)
-                    && !LEFT_OUT.contains(&full.as_str())
-                    && !LEFT_OUT.contains(&container.as_str())
+                    && ![LEFT_OUT, NOT_REQUEST_REPLY]
+                        .iter()
+                        .any(|l| l.contains(&full.as_str()) || l.contains(&container.as_str()))
                     && !waiting.contains(&container)
             })
             .collect();
