@@ -396,6 +396,8 @@ fn redo(name: &str, args: &[&[u8]], reply: &[u8], now: u64) -> Redo {
             ]),
             None => Redo::Nothing,
         },
+        // Logged by their handlers, with the IDs and trims they made exact.
+        "xadd" | "xtrim" | "xclaim" | "xautoclaim" => Redo::Nothing,
         _ => Redo::Same,
     }
 }
@@ -459,6 +461,7 @@ pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: Stored<'_>, deadline: Opti
                 );
             }
         }
+        Stored::Value(Value::Stream(st)) => stream_commands(out, key, st),
         s => {
             let mut buf = itoa::Buffer::new();
             let bytes = s.as_str(&mut buf).unwrap_or_default().to_vec();
@@ -467,6 +470,83 @@ pub fn key_commands(out: &mut Vec<u8>, key: &[u8], v: Stored<'_>, deadline: Opti
     }
     if let Some(at) = deadline {
         encode(out, &[b"PEXPIREAT", key, &text(at as i64)]);
+    }
+}
+
+/// The commands that recreate a stream, as Redis's AOF rewrite writes them: XADD of each entry
+/// (an empty stream: an XADD trimmed to nothing), XSETID with its counters, then each group
+/// (XGROUP CREATE), its pending entries (XCLAIM ... FORCE) and its consumers without any
+/// (XGROUP CREATECONSUMER).
+fn stream_commands(out: &mut Vec<u8>, key: &[u8], s: &crate::stream::Stream) {
+    use crate::stream::StreamId;
+    let mut b1 = itoa::Buffer::new();
+    let mut b2 = itoa::Buffer::new();
+    if s.is_empty() {
+        encode(out, &[b"XADD", key, b"MAXLEN", b"0", b"0-1", b"x", b"y"]);
+    } else {
+        s.range(StreamId::MIN, StreamId::MAX, false, false, |it| {
+            let mut items: Vec<Vec<u8>> = Vec::with_capacity(2 * it.pairs + 3);
+            items.push(b"XADD".to_vec());
+            items.push(key.to_vec());
+            items.push(it.id.text());
+            it.for_each(|f, v| {
+                items.push(f.to_vec());
+                items.push(v.to_vec());
+            });
+            let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+            encode(out, &refs);
+            true
+        });
+    }
+    encode(
+        out,
+        &[
+            b"XSETID",
+            key,
+            &s.last_id.text(),
+            b"ENTRIESADDED",
+            b1.format(s.entries_added).as_bytes(),
+            b"MAXDELETEDID",
+            &s.max_deleted.text(),
+        ],
+    );
+    for (name, g) in &s.groups {
+        encode(
+            out,
+            &[
+                b"XGROUP",
+                b"CREATE",
+                key,
+                name,
+                &g.last_id.text(),
+                b"ENTRIESREAD",
+                b1.format(g.entries_read).as_bytes(),
+            ],
+        );
+        for (id, n) in &g.pel {
+            encode(
+                out,
+                &[
+                    b"XCLAIM",
+                    key,
+                    name,
+                    &n.consumer,
+                    b"0",
+                    &id.text(),
+                    b"TIME",
+                    b1.format(n.delivery_time).as_bytes(),
+                    b"RETRYCOUNT",
+                    b2.format(n.delivery_count).as_bytes(),
+                    b"JUSTID",
+                    b"FORCE",
+                ],
+            );
+        }
+        for (cname, c) in &g.consumers {
+            if c.pel.is_empty() {
+                encode(out, &[b"XGROUP", b"CREATECONSUMER", key, name, cname]);
+            }
+        }
     }
 }
 
@@ -487,6 +567,8 @@ impl Db {
             Served::Z(p) => p.len(),
             Served::List(items) => items.len(),
             Served::Moved(_) => 1,
+            // Logged by the read itself.
+            Served::Stream(_) => 0,
         };
         if n == 0 {
             return;
@@ -507,7 +589,7 @@ impl Db {
                 to_left,
                 dest,
             } => self.log_change(db, &[b"LMOVE", key, dest, side(*from_left), side(*to_left)]),
-            Op::ListReady => {}
+            Op::ListReady | Op::Stream(_) => {}
         }
     }
 }

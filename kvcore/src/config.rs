@@ -631,6 +631,10 @@ pub struct Config {
     pub zset_max_listpack_value: usize,
     /// `hash-max-listpack-entries`.
     pub hash_max_listpack_entries: usize,
+    /// `stream-node-max-bytes`.
+    pub stream_node_max_bytes: usize,
+    /// `stream-node-max-entries`.
+    pub stream_node_max_entries: i64,
     /// `hash-max-listpack-value`.
     pub hash_max_listpack_value: usize,
     /// `set-max-intset-entries`.
@@ -669,6 +673,8 @@ impl Default for Config {
             zset_max_listpack_entries: 0,
             zset_max_listpack_value: 0,
             hash_max_listpack_entries: 0,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
             hash_max_listpack_value: 0,
             set_max_intset_entries: 0,
             set_max_listpack_entries: 0,
@@ -872,6 +878,8 @@ impl Config {
         self.zset_max_listpack_entries = num(self, "zset-max-listpack-entries") as usize;
         self.zset_max_listpack_value = num(self, "zset-max-listpack-value") as usize;
         self.hash_max_listpack_entries = num(self, "hash-max-listpack-entries") as usize;
+        self.stream_node_max_bytes = num(self, "stream-node-max-bytes") as usize;
+        self.stream_node_max_entries = num(self, "stream-node-max-entries") as i64;
         self.hash_max_listpack_value = num(self, "hash-max-listpack-value") as usize;
         self.set_max_intset_entries = num(self, "set-max-intset-entries") as usize;
         self.set_max_listpack_entries = num(self, "set-max-listpack-entries") as usize;

@@ -51,6 +51,7 @@ pub mod rdb;
 pub mod script;
 pub mod set;
 pub mod slab;
+pub mod stream;
 pub mod tally;
 pub mod telemetry;
 #[cfg(test)]

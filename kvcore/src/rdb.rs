@@ -19,6 +19,7 @@ use crate::hash::Hash;
 use crate::list::List;
 use crate::listpack::Listpack;
 use crate::set::{intset, Set};
+use crate::stream::{Consumer, Group, Nack, Stream, StreamId};
 use crate::value::{Stored, Value};
 use crate::zset::ZSet;
 
@@ -40,6 +41,9 @@ const TYPE_HASH_LISTPACK: u8 = 16;
 const TYPE_ZSET_LISTPACK: u8 = 17;
 const TYPE_LIST_QUICKLIST_2: u8 = 18;
 const TYPE_SET_LISTPACK: u8 = 20;
+const TYPE_STREAM_LISTPACKS: u8 = 15;
+const TYPE_STREAM_LISTPACKS_2: u8 = 19;
+const TYPE_STREAM_LISTPACKS_3: u8 = 21;
 const TYPE_HASH_METADATA_PRE_GA: u8 = 22;
 const TYPE_HASH_LISTPACK_EX_PRE_GA: u8 = 23;
 const TYPE_HASH_METADATA: u8 = 24;
@@ -270,6 +274,54 @@ impl Writer {
                 }
             },
             Value::Hash(h) => return self.hash(h),
+            Value::Stream(st) => return self.stream(st),
+        }
+        VERSION_BASE
+    }
+
+    /// A stream: its nodes as they are, its counters, its groups, as type 19 (RDB 10, which
+    /// Redis 7.0 reads too): consumers' active times are not kept (Redis 7.2+ reads them as
+    /// their seen times).
+    fn stream(&mut self, s: &Stream) -> u16 {
+        self.out.push(TYPE_STREAM_LISTPACKS_2);
+        self.length(s.node_count() as u64);
+        for (master, lp) in s.nodes() {
+            self.string(&master.to_be_bytes());
+            self.string(lp.as_bytes());
+        }
+        for n in [
+            s.len(),
+            s.last_id.ms,
+            s.last_id.seq,
+            s.first_id.ms,
+            s.first_id.seq,
+            s.max_deleted.ms,
+            s.max_deleted.seq,
+            s.entries_added,
+        ] {
+            self.length(n);
+        }
+        self.length(s.groups.len() as u64);
+        for (name, g) in &s.groups {
+            self.string(name);
+            self.length(g.last_id.ms);
+            self.length(g.last_id.seq);
+            self.length(g.entries_read as u64);
+            self.length(g.pel.len() as u64);
+            for (id, nack) in &g.pel {
+                self.out.extend_from_slice(&id.to_be_bytes());
+                self.millis(nack.delivery_time);
+                self.length(nack.delivery_count);
+            }
+            self.length(g.consumers.len() as u64);
+            for (name, c) in &g.consumers {
+                self.string(name);
+                self.millis(c.seen_time);
+                self.length(c.pel.len() as u64);
+                for id in &c.pel {
+                    self.out.extend_from_slice(&id.to_be_bytes());
+                }
+            }
         }
         VERSION_BASE
     }
@@ -623,9 +675,118 @@ impl<'a> Reader<'a> {
                 }
                 hash_of(limits, fields, now_ms)?
             }
+            TYPE_STREAM_LISTPACKS | TYPE_STREAM_LISTPACKS_2 | TYPE_STREAM_LISTPACKS_3 => {
+                Value::Stream(Box::new(self.stream(ty)?))
+            }
             _ => return bad("unsupported value type"),
         };
         Ok(v)
+    }
+
+    fn id(&mut self) -> Result<StreamId> {
+        Ok(StreamId::new(self.length()?, self.length()?))
+    }
+
+    fn raw_id(&mut self) -> Result<StreamId> {
+        StreamId::from_be_bytes(self.take(16)?).map_or(bad("bad stream ID"), Ok)
+    }
+
+    /// A stream of type 15, 19 or 21, checked whole: nodes, counts, and every pending entry
+    /// owned by exactly one consumer.
+    fn stream(&mut self, ty: u8) -> Result<Stream> {
+        let n = self.count(2)?;
+        let mut nodes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let key = self.string()?;
+            let Some(master) = StreamId::from_be_bytes(&key) else {
+                return bad("stream node key is not the size of a stream ID");
+            };
+            let Some(lp) = <Listpack>::from_blob(self.string()?.into_boxed_slice()) else {
+                return bad("bad stream listpack");
+            };
+            nodes.push((master, lp));
+        }
+        let length = self.length()?;
+        let last_id = self.id()?;
+        let v2 = ty != TYPE_STREAM_LISTPACKS;
+        let (first_id, max_deleted, added) = if v2 {
+            (self.id()?, self.id()?, self.length()?)
+        } else {
+            (StreamId::MIN, StreamId::MIN, length)
+        };
+        let Some(mut s) = Stream::from_parts(nodes, length, last_id, first_id, max_deleted, added)
+        else {
+            return bad("stream nodes inconsistent with its counts");
+        };
+        if !v2 {
+            s.first_id = if s.is_empty() {
+                StreamId::MIN
+            } else {
+                s.edge_id(true, true)
+            };
+        }
+        let groups = self.count(3)?;
+        for _ in 0..groups {
+            let name = self.string()?.into_boxed_slice();
+            let last_id = self.id()?;
+            let entries_read = if v2 {
+                self.length()? as i64
+            } else {
+                s.estimate_distance(last_id)
+            };
+            let mut g = Group {
+                last_id,
+                entries_read,
+                ..Group::default()
+            };
+            for _ in 0..self.count(17)? {
+                let id = self.raw_id()?;
+                let delivery_time = self.millis()?;
+                let delivery_count = self.length()?;
+                let nack = Nack {
+                    consumer: Box::default(),
+                    delivery_time,
+                    delivery_count,
+                };
+                if g.pel.insert(id, nack).is_some() {
+                    return bad("duplicated stream PEL entry");
+                }
+            }
+            let mut owned = std::collections::BTreeSet::new();
+            for _ in 0..self.count(10)? {
+                let cname = self.string()?.into_boxed_slice();
+                let seen_time = self.millis()?;
+                let active_time = if ty == TYPE_STREAM_LISTPACKS_3 {
+                    self.millis()? as i64
+                } else {
+                    seen_time as i64
+                };
+                let mut c = Consumer {
+                    seen_time,
+                    active_time,
+                    pel: Default::default(),
+                };
+                for _ in 0..self.count(16)? {
+                    let id = self.raw_id()?;
+                    match g.pel.get_mut(&id) {
+                        Some(nack) if owned.insert(id) && c.pel.insert(id) => {
+                            nack.consumer = cname.clone();
+                        }
+                        _ => return bad("stream consumer PEL entry not in its group's"),
+                    }
+                }
+                if g.consumers.insert(cname, c).is_some() {
+                    return bad("duplicated stream consumer");
+                }
+            }
+            if owned.len() != g.pel.len() {
+                return bad("stream group PEL entry without a consumer");
+            }
+            if s.groups.insert(name, g).is_some() {
+                return bad("duplicated stream consumer group");
+            }
+        }
+        Ok(s)
     }
 
     fn quicklist(&mut self, limits: Limits) -> Result<Value> {

@@ -10,6 +10,7 @@ use crate::hash::Hash;
 use crate::list::List;
 use crate::num;
 use crate::set::Set;
+use crate::stream::Stream;
 use crate::zset::ZSet;
 
 /// Longest string Redis stores with the `embstr` encoding.
@@ -77,6 +78,8 @@ pub enum Value {
     List(List),
     /// A set (`intset`, `listpack` or `hashtable`).
     Set(Set),
+    /// A stream (`stream`), boxed: few keys hold one.
+    Stream(Box<Stream>),
 }
 
 /// The kind of value, as `TYPE` names it.
@@ -92,15 +95,18 @@ pub enum ValueType {
     List,
     /// `set`
     Set,
+    /// `stream`
+    Stream,
 }
 
 /// Every type, in the order `TYPE` names are matched.
-const TYPES: [ValueType; 5] = [
+const TYPES: [ValueType; 6] = [
     ValueType::String,
     ValueType::ZSet,
     ValueType::Hash,
     ValueType::List,
     ValueType::Set,
+    ValueType::Stream,
 ];
 
 impl ValueType {
@@ -112,6 +118,7 @@ impl ValueType {
             ValueType::Hash => "hash",
             ValueType::List => "list",
             ValueType::Set => "set",
+            ValueType::Stream => "stream",
         }
     }
 
@@ -148,6 +155,7 @@ impl Value {
             Value::Hash(_) => ValueType::Hash,
             Value::List(_) => ValueType::List,
             Value::Set(_) => ValueType::Set,
+            Value::Stream(_) => ValueType::Stream,
         }
     }
 
@@ -162,6 +170,7 @@ impl Value {
             Value::Hash(h) => h.encoding(),
             Value::List(l) => l.encoding(),
             Value::Set(s) => s.encoding(),
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -215,6 +224,7 @@ impl Value {
             Value::Hash(h) => h.heap_bytes(),
             Value::List(l) => l.heap_bytes(),
             Value::Set(s) => s.heap_bytes(),
+            Value::Stream(s) => s.heap_bytes(),
         }
     }
 }

@@ -53,6 +53,8 @@ pub enum Op {
     /// real op elsewhere (a BLMOVE whose destination lives on another shard): it waits with
     /// this, then tries the move again under its own locks.
     ListReady,
+    /// XREAD, XREADGROUP: read new entries of a stream (boxed: the keys and their starts).
+    Stream(Box<super::stream_api::ReadWait>),
 }
 
 /// A parsed blocking call.
@@ -75,6 +77,8 @@ pub enum Served {
     List(Vec<Vec<u8>>),
     /// The element a move took.
     Moved(Vec<u8>),
+    /// A stream read's `[entries]` reply.
+    Stream(Vec<u8>),
 }
 
 /// Reads a blocking call (`args[0]` is the command name) with Redis's checks in its order;
@@ -152,6 +156,7 @@ impl Db {
         match op {
             Op::ZPop { .. } => self.holds_zset(dbi, key),
             Op::Pop { .. } | Op::Move { .. } | Op::ListReady => self.holds_list(dbi, key),
+            Op::Stream(ref wait) => self.stream_read_ready(dbi, key, wait),
         }
     }
 
@@ -177,6 +182,8 @@ impl Db {
                 .list_move(dbi, key, dest, from_left, to_left)
                 .map(|v| Served::Moved(v.unwrap_or_default())),
             Op::ListReady => Ok(Served::List(Vec::new())),
+            // Logged as it reads (a group's reads as XCLAIMs and XGROUP SETID).
+            Op::Stream(ref wait) => Ok(Served::Stream(self.stream_read_serve(dbi, key, wait))),
         }
     }
 }
@@ -203,6 +210,9 @@ pub fn write_served(w: &mut ReplyWriter<'_>, op: &Op, key: &[u8], served: &Serve
             }
         }
         (_, Served::Moved(v)) => w.bulk(v),
+        (Op::Stream(_), Served::Stream(entries)) if !entries.is_empty() => {
+            super::stream_api::write_read_served(w, key, entries)
+        }
         // An op is only ever served what it asks for.
         _ => w.null(),
     }

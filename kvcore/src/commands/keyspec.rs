@@ -82,6 +82,9 @@ impl CommandSpec {
                 numkeys(args, 1)
             }
             "bzmpop" | "blmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => numkeys(args, 2),
+            "xread" | "xreadgroup" => super::stream::read_key_positions(args)
+                .into_iter()
+                .collect(),
             "sort" => {
                 let mut v = KeyIndices::new();
                 if args.len() > 1 {

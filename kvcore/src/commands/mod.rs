@@ -30,6 +30,7 @@ mod server;
 mod set;
 mod sort;
 mod sources;
+mod stream;
 mod strings;
 mod subcommands;
 mod zset;
@@ -37,6 +38,12 @@ mod zset;
 /// Typed options of the string commands.
 pub mod strings_api {
     pub use super::strings::{SetCondition, SetOptions, SetOutcome};
+}
+/// What a server needs to block XREAD and XREADGROUP.
+pub mod stream_api {
+    pub use super::stream::{
+        parse_read, read_blocks, write_read_served, write_reads, ReadCall, ReadFrom, ReadWait,
+    };
 }
 /// Typed options of the key commands.
 pub mod keys_api {
@@ -228,6 +235,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(hash::COMMANDS)
         .chain(list::COMMANDS)
         .chain(set::COMMANDS)
+        .chain(stream::COMMANDS)
         .chain(sort::COMMANDS)
         .chain(served::COMMANDS)
         .chain(bitmaps::COMMANDS)

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvcore::commands::blocking::{self as call, write_served, write_timeout, Op, Served};
-use kvcore::commands::{flags, CommandSpec};
+use kvcore::commands::{flags, stream_api, CommandSpec};
 use kvcore::resp::ReplyWriter;
 use std::future::Future;
 use std::pin::Pin;
@@ -59,6 +59,9 @@ pub async fn run<G: Future<Output = ()>>(
     out: &mut Vec<u8>,
     gone: Pin<&mut G>,
 ) -> Outcome {
+    if is_stream_read(args) {
+        return run_stream(shard, session, args, out, gone).await;
+    }
     let mut w = ReplyWriter::new(out, session.proto);
     let call = match call::parse(args) {
         Ok(p) => p,
@@ -122,6 +125,11 @@ pub async fn run<G: Future<Output = ()>>(
 /// reply at once.
 pub async fn run_held(shard: &Rc<Shard>, session: &Session, args: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
+    if is_stream_read(args) {
+        let mut s = session.clone();
+        multi::run_locked(shard, true, &mut s, args, &mut out).await;
+        return out;
+    }
     let mut w = ReplyWriter::new(&mut out, session.proto);
     let call = match call::parse(args) {
         Ok(c) => c,
@@ -168,6 +176,106 @@ pub async fn run_held(shard: &Rc<Shard>, session: &Session, args: &[&[u8]]) -> V
     }
     write_timeout(&mut w, &call.op);
     out
+}
+
+/// XREAD or XREADGROUP.
+fn is_stream_read(args: &[&[u8]]) -> bool {
+    args[0].eq_ignore_ascii_case(b"xread") || args[0].eq_ignore_ascii_case(b"xreadgroup")
+}
+
+/// XREAD or XREADGROUP with BLOCK: answered at once when some stream has entries for it (or on
+/// an error), else it waits for the first stream that gets some, and answers with that one.
+/// Keys on one shard are read there in one step; keys on several under their locks
+/// ([`multi::stream_read_across`]).
+async fn run_stream<G: Future<Output = ()>>(
+    shard: &Rc<Shard>,
+    session: &Session,
+    args: &[&[u8]],
+    out: &mut Vec<u8>,
+    gone: Pin<&mut G>,
+) -> Outcome {
+    let proto = session.proto;
+    let mut w = ReplyWriter::new(out, proto);
+    let call = match stream_api::parse_read(args, shard.db.borrow().now_ms()) {
+        Ok(c) => c,
+        Err(e) => {
+            w.error(&e);
+            return Outcome::Answered;
+        }
+    };
+    shard.note_remote_writes();
+    let owner = route::shard_of(call.keys[0], shard.n);
+    let one = call
+        .keys
+        .iter()
+        .all(|k| route::shard_of(k, shard.n) == owner);
+    let db = session.db;
+    let wait = if one {
+        let owned: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        let (reply, wait) = shard
+            .call(owner, move |sh: &Shard| {
+                let refs: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
+                let mut out = Vec::new();
+                let wait = {
+                    let mut d = sh.db.borrow_mut();
+                    d.refresh_clock();
+                    let mut w = ReplyWriter::new(&mut out, proto);
+                    d.stream_read_or_wait(db, &refs, &mut w)
+                };
+                sh.flush_changes();
+                (out, wait)
+            })
+            .await;
+        w.out.extend_from_slice(&reply);
+        wait
+    } else {
+        match multi::stream_read_across(shard, false, db, proto, args).await {
+            Err(e) => {
+                w.error(&e);
+                None
+            }
+            Ok((served, _)) if !served.is_empty() => {
+                stream_api::write_reads(&mut w, call.keys, &served);
+                None
+            }
+            Ok((_, starts)) => match call.block_ms {
+                None => {
+                    w.null_array();
+                    None
+                }
+                Some(ms) => Some((
+                    ms,
+                    stream_api::ReadWait {
+                        keys: starts
+                            .iter()
+                            .map(|&(i, f)| (call.keys[i].to_vec(), f))
+                            .collect(),
+                        count: call.count,
+                        group: call.group.map(|(g, c)| (g.to_vec(), c.to_vec())),
+                        noack: call.noack,
+                    },
+                )),
+            },
+        }
+    };
+    let Some((ms, read)) = wait else {
+        return Outcome::Answered;
+    };
+    let deadline = (ms > 0).then(|| tokio::time::Instant::now() + Duration::from_millis(ms));
+    let mut wait = Wait {
+        shard,
+        session,
+        gone,
+        deadline,
+    };
+    let op = Op::Stream(Box::new(read));
+    match wait.round(call.keys, op.clone()).await {
+        Round::Served(key, Ok(served)) => write_served(&mut w, &op, &key, &served),
+        Round::Served(_, Err(e)) => w.error(e.message().as_bytes()),
+        Round::TimedOut => write_timeout(&mut w, &op),
+        Round::Gone => return Outcome::Gone,
+    }
+    Outcome::Answered
 }
 
 /// How one round of waiting ended.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use futures_util::future::join_all;
-use kvcore::commands::{self, flags, sort_api, CommandSpec};
+use kvcore::commands::{self, flags, sort_api, stream_api, CommandSpec};
 use kvcore::events::class::GENERIC;
 use kvcore::resp::ReplyWriter;
 use kvcore::value::Value;
@@ -284,6 +284,20 @@ pub async fn run_locked(
             }
         }
         "sort" | "sort_ro" => sort(shard, held, session, spec, args, w.out).await,
+        "xread" | "xreadgroup" => {
+            // Inside a transaction, or without BLOCK: answered at once.
+            let keys = match stream_api::parse_read(args, 0) {
+                Ok(c) => c.keys.to_vec(),
+                Err(e) => return w.error(&e),
+            };
+            match stream_read_across(shard, held, session.db, session.proto, args).await {
+                Ok((served, _)) if !served.is_empty() => {
+                    stream_api::write_reads(&mut w, &keys, &served)
+                }
+                Ok(_) => w.null_array(),
+                Err(e) => w.error(&e),
+            }
+        }
         name if commands::scripting_api::is_script_command(name) => {
             super::script::run_everywhere(shard, held, session, args, w.out).await
         }
@@ -799,4 +813,96 @@ async fn dispatch_on(
             out
         })
         .await
+}
+
+/// What a stream read over several shards gave: each served key's index with its `[entries]`
+/// reply (in key order), and every key's resolved start (for a wait).
+type StreamRead = (Vec<(usize, Vec<u8>)>, Vec<(usize, stream_api::ReadFrom)>);
+
+/// XREAD or XREADGROUP (already parsed without error) whose keys live on several shards,
+/// under their locks (shared for XREAD): every key's start is resolved first, so that an error
+/// (the first in key order) leaves everything as it was, as in Redis; then each shard serves
+/// its keys. With `held`, a transaction holds the locks.
+pub async fn stream_read_across(
+    shard: &Shard,
+    held: bool,
+    db: usize,
+    proto: kvcore::resp::Proto,
+    args: &[&[u8]],
+) -> Result<StreamRead, Vec<u8>> {
+    let call = stream_api::parse_read(args, 0)?;
+    let exclusive = call.group.is_some();
+    let mut by_shard: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (i, k) in call.keys.iter().enumerate() {
+        by_shard
+            .entry(route::shard_of(k, shard.n))
+            .or_default()
+            .push(i);
+    }
+    let p: Plan = by_shard
+        .iter()
+        .map(|(&s, idx)| (s, idx.iter().map(|&i| call.keys[i].to_vec()).collect()))
+        .collect();
+    let owned: std::sync::Arc<Vec<Vec<u8>>> =
+        std::sync::Arc::new(args.iter().map(|a| a.to_vec()).collect());
+    let (a1, idx1) = (owned.clone(), std::sync::Arc::new(by_shard));
+    let resolved = in_lock_steps(shard, held, db, &p, exclusive, move |sh, _| {
+        let refs: Vec<&[u8]> = a1.iter().map(Vec::as_slice).collect();
+        let idx = idx1.get(&sh.id).cloned().unwrap_or_default();
+        sh.db.borrow_mut().stream_read_resolve(db, &refs, &idx)
+    })
+    .await;
+    let mut all = Vec::new();
+    let mut first_err: Option<(usize, Vec<u8>)> = None;
+    for r in resolved {
+        match r {
+            Ok(v) => all.extend(v),
+            Err((i, e)) if first_err.as_ref().is_none_or(|(j, _)| i < *j) => {
+                first_err = Some((i, e))
+            }
+            Err(_) => {}
+        }
+    }
+    if let Some((_, e)) = first_err {
+        unlock_all(shard, held, db, &p, exclusive).await;
+        return Err(e);
+    }
+    let starts: std::sync::Arc<Vec<(usize, stream_api::ReadFrom)>> =
+        std::sync::Arc::new(all.clone());
+    let a2 = owned.clone();
+    let n = shard.n;
+    let pieces = on_each(shard, &p, move |sh, _| {
+        let refs: Vec<&[u8]> = a2.iter().map(Vec::as_slice).collect();
+        let mine: Vec<(usize, stream_api::ReadFrom)> = starts
+            .iter()
+            .filter(|(i, _)| {
+                route::shard_of(
+                    refs.get(stream_key_arg(&refs, *i))
+                        .copied()
+                        .unwrap_or_default(),
+                    n,
+                ) == sh.id
+            })
+            .copied()
+            .collect();
+        let served = sh
+            .db
+            .borrow_mut()
+            .stream_read_serve_keys(db, &refs, proto, &mine);
+        sh.flush_changes();
+        served
+    })
+    .await;
+    unlock_all(shard, held, db, &p, exclusive).await;
+    let mut served: Vec<(usize, Vec<u8>)> = pieces.into_iter().flatten().collect();
+    served.sort_by_key(|(i, _)| *i);
+    Ok((served, all))
+}
+
+/// The argument index of the `i`th stream key of an XREAD/XREADGROUP call.
+fn stream_key_arg(args: &[&[u8]], i: usize) -> usize {
+    commands::lookup(args[0])
+        .map(|spec| spec.key_positions(args))
+        .and_then(|k| k.get(i).copied())
+        .unwrap_or(0)
 }

@@ -162,7 +162,10 @@ fn classify(shard: &Shard, session: &Session, args: &[&[u8]]) -> Route {
     if admin::is_special(spec, args, shard.n) {
         return Route::Special;
     }
-    if spec.has(flags::BLOCKING) {
+    // XREAD and XREADGROUP block only with BLOCK; without, they are plain reads.
+    if spec.has(flags::BLOCKING)
+        && (!matches!(spec.name, "xread" | "xreadgroup") || commands::stream_api::read_blocks(args))
+    {
         return Route::Blocking;
     }
     if shard.n == 1 {
