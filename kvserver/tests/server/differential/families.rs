@@ -860,6 +860,11 @@ pub static FAMILIES: &[Family] = &[
         weight: 3,
     },
     Family {
+        name: "streams",
+        commands: super::streams::STREAMS,
+        weight: 6,
+    },
+    Family {
         name: "transactions",
         commands: super::transactions::TRANSACTIONS,
         weight: 4,

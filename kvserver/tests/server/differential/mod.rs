@@ -32,6 +32,7 @@ mod pubsub;
 mod scripting;
 mod sets;
 mod sort;
+mod streams;
 mod transactions;
 
 use std::io::{Read, Write};
