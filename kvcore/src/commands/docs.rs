@@ -77,6 +77,16 @@ pub const SERVED_SUBCOMMANDS: &[&str] = &[
     "slowlog|help",
     "slowlog|len",
     "slowlog|reset",
+    "xgroup|create",
+    "xgroup|createconsumer",
+    "xgroup|delconsumer",
+    "xgroup|destroy",
+    "xgroup|help",
+    "xgroup|setid",
+    "xinfo|consumers",
+    "xinfo|groups",
+    "xinfo|help",
+    "xinfo|stream",
 ];
 
 /// Key spec flags, in Redis's reply order (`addReplyFlagsForKeyArgs`).

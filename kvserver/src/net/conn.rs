@@ -2426,6 +2426,7 @@ fn not_in_subscribed_mode(name: &str, args: &[&[u8]]) -> Vec<u8> {
     let mut full = name.to_string();
     let containers = [
         "client", "config", "object", "memory", "command", "pubsub", "latency", "slowlog", "acl",
+        "script", "xgroup", "xinfo",
     ];
     if containers.contains(&name) {
         if let Some(sub) = args.get(1) {

@@ -224,6 +224,8 @@ impl Pair {
         };
         if self.redis.version < (7, 2) {
             cmds.retain(|c| !docs::changed_in_7_2(c));
+        } else {
+            cmds.retain(|c| !docs::redis_7_2_bug(c));
         }
         cmds
     }
