@@ -396,6 +396,7 @@ fn redo(name: &str, args: &[&[u8]], reply: &[u8], now: u64) -> Redo {
             ]),
             None => Redo::Nothing,
         },
+        "xgroup" if args.get(1).is_some_and(|s| is(s, "HELP")) => Redo::Nothing,
         // Logged by their handlers, with the IDs and trims they made exact.
         "xadd" | "xtrim" | "xclaim" | "xautoclaim" => Redo::Nothing,
         _ => Redo::Same,

@@ -600,6 +600,13 @@ mod tests {
                 if *bit == flags::MOVABLE_KEYS {
                     continue;
                 }
+                // XGROUP's subcommands but HELP write, and Redis flags them, not the
+                // container: flagged here, a write reaches the change log and is refused on a
+                // replica as Redis refuses `xgroup|create`.
+                if spec.name == "xgroup" && *bit == flags::WRITE {
+                    assert!(spec.has(*bit));
+                    continue;
+                }
                 let redis_has = f[2].split(',').any(|x| x == *name);
                 assert_eq!(spec.has(*bit), redis_has, "flag {name} of {}", spec.name);
             }

@@ -48,7 +48,8 @@ pub(in crate::commands) static COMMANDS: &[CommandSpec] = &[
         1,
         xread
     ),
-    cmd!("xgroup", -2, MOVABLE_KEYS, 0, 0, 0, xgroup),
+    // WRITE: every subcommand but HELP writes (Redis flags the subcommands).
+    cmd!("xgroup", -2, WRITE | MOVABLE_KEYS, 0, 0, 0, xgroup),
     cmd!("xsetid", -3, WRITE | DENYOOM | FAST, 1, 1, 1, xsetid),
     cmd!("xack", -4, WRITE | FAST, 1, 1, 1, xack),
     cmd!("xpending", -3, READONLY, 1, 1, 1, xpending),
@@ -2160,24 +2161,58 @@ mod tests {
     #[test]
     fn random_calls_never_panic() {
         const COMMON: &[&str] = &[
-            "s", "t", "str", "g", "c", "0", "1", "-1", "0-0", "1-1", "2-*", "5", "(1-1", "(",
-            "-", "+", "$", ">", "*", "x", "", "4294967296", "9223372036854775807",
-            "-9223372036854775808", "18446744073709551615-18446744073709551615",
+            "s",
+            "t",
+            "str",
+            "g",
+            "c",
+            "0",
+            "1",
+            "-1",
+            "0-0",
+            "1-1",
+            "2-*",
+            "5",
+            "(1-1",
+            "(",
+            "-",
+            "+",
+            "$",
+            ">",
+            "*",
+            "x",
+            "",
+            "4294967296",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "18446744073709551615-18446744073709551615",
         ];
         const CALLS: &[(&str, &[&str])] = &[
-            ("XADD", &["MAXLEN", "MINID", "~", "=", "LIMIT", "NOMKSTREAM", "f", "v"]),
+            (
+                "XADD",
+                &["MAXLEN", "MINID", "~", "=", "LIMIT", "NOMKSTREAM", "f", "v"],
+            ),
             ("XRANGE", &["COUNT"]),
             ("XREVRANGE", &["COUNT"]),
             ("XLEN", &[]),
             ("XDEL", &[]),
             ("XTRIM", &["MAXLEN", "MINID", "~", "=", "LIMIT"]),
             ("XREAD", &["COUNT", "BLOCK", "STREAMS", "GROUP", "NOACK"]),
-            ("XREADGROUP", &["GROUP", "COUNT", "BLOCK", "STREAMS", "NOACK"]),
+            (
+                "XREADGROUP",
+                &["GROUP", "COUNT", "BLOCK", "STREAMS", "NOACK"],
+            ),
             (
                 "XGROUP",
                 &[
-                    "CREATE", "SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER", "MKSTREAM",
-                    "ENTRIESREAD", "HELP",
+                    "CREATE",
+                    "SETID",
+                    "DESTROY",
+                    "CREATECONSUMER",
+                    "DELCONSUMER",
+                    "MKSTREAM",
+                    "ENTRIESREAD",
+                    "HELP",
                 ],
             ),
             ("XSETID", &["ENTRIESADDED", "MAXDELETEDID"]),
@@ -2188,7 +2223,10 @@ mod tests {
                 &["IDLE", "TIME", "RETRYCOUNT", "FORCE", "JUSTID", "LASTID"],
             ),
             ("XAUTOCLAIM", &["COUNT", "JUSTID"]),
-            ("XINFO", &["STREAM", "GROUPS", "CONSUMERS", "FULL", "COUNT", "HELP"]),
+            (
+                "XINFO",
+                &["STREAM", "GROUPS", "CONSUMERS", "FULL", "COUNT", "HELP"],
+            ),
         ];
         let mut db = Db::new();
         db.set_change_log(true);

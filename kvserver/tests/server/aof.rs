@@ -50,6 +50,7 @@ fn churn(c: &mut redis::Connection) {
         .arg("tx2")
         .query(c)
         .unwrap();
+    stream_churn(c);
     let _: () = q(c, &["SELECT", "1"]);
     let _: () = q(c, &["SET", "gone", "1"]);
     let _: () = q(c, &["FLUSHDB"]);
@@ -58,6 +59,108 @@ fn churn(c: &mut redis::Connection) {
     let _: () = q(c, &["SWAPDB", "2", "0"]);
     let _: () = q(c, &["SWAPDB", "0", "2"]);
     let _: () = q(c, &["SELECT", "0"]);
+}
+
+/// Stream writes the log must turn into what they did: IDs from the clock, approximate trims,
+/// reads of a group (deliveries), claims, acknowledgements, a blocked group read served.
+pub(crate) fn stream_churn(c: &mut redis::Connection) {
+    for i in 0..300 {
+        let _: String = q(
+            c,
+            &["XADD", "st", "MAXLEN", "~", "150", "*", "i", &i.to_string()],
+        );
+    }
+    let _: String = q(c, &["XADD", "st2", "5-1", "a", "1"]);
+    let _: () = q(c, &["XGROUP", "CREATE", "st", "g", "0"]);
+    let _: () = q(c, &["XGROUP", "CREATE", "st", "g2", "$"]);
+    let _: i64 = q(c, &["XGROUP", "CREATECONSUMER", "st", "g2", "idle"]);
+    let _: redis::Value = q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "COUNT",
+            "20",
+            "STREAMS",
+            "st",
+            ">",
+        ],
+    );
+    let _: redis::Value = q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "bob",
+            "COUNT",
+            "5",
+            "STREAMS",
+            "st",
+            ">",
+        ],
+    );
+    let _: redis::Value = q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "carol",
+            "NOACK",
+            "COUNT",
+            "5",
+            "STREAMS",
+            "st",
+            ">",
+        ],
+    );
+    let first: Vec<Vec<redis::Value>> = q(c, &["XRANGE", "st", "-", "+", "COUNT", "3"]);
+    let id = |e: &Vec<redis::Value>| match &e[0] {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    };
+    let (a, b, d) = (id(&first[0]), id(&first[1]), id(&first[2]));
+    let _: i64 = q(c, &["XACK", "st", "g", &a]);
+    let _: redis::Value = q(c, &["XCLAIM", "st", "g", "bob", "0", &b, "RETRYCOUNT", "7"]);
+    let _: i64 = q(c, &["XDEL", "st", &d]);
+    let _: redis::Value = q(
+        c,
+        &["XAUTOCLAIM", "st", "g", "dave", "0", "0", "COUNT", "4"],
+    );
+    let _: i64 = q(c, &["XTRIM", "st", "MAXLEN", "~", "120"]);
+    let _: () = q(
+        c,
+        &[
+            "XSETID",
+            "st2",
+            "9-9",
+            "ENTRIESADDED",
+            "4",
+            "MAXDELETEDID",
+            "2-0",
+        ],
+    );
+    let _: () = q(c, &["XGROUP", "CREATE", "st2", "g", "$"]);
+    // A consumer made by a read that got nothing is logged only under NOACK, as Redis
+    // propagates it.
+    let _: redis::Value = q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "w",
+            "NOACK",
+            "BLOCK",
+            "1",
+            "STREAMS",
+            "st2",
+            ">",
+        ],
+    );
 }
 
 /// Debian's redis-check-aof accepts the directory of this manifest.

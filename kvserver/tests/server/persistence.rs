@@ -40,7 +40,7 @@ pub(crate) fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&st
 
 /// Every type and encoding: strings (int, short, long and compressible), lists small and
 /// big, sets of integers, short strings and many, hashes small and big, sorted sets small and
-/// big, a HyperLogLog, deadlines, and a second database.
+/// big, a HyperLogLog, streams with consumer groups, deadlines, and a second database.
 pub(crate) fn fill(c: &mut redis::Connection) {
     let _: () = q(c, &["SET", "int", "12345"]);
     let _: () = q(c, &["SET", "short", "hello"]);
@@ -73,6 +73,31 @@ pub(crate) fn fill(c: &mut redis::Connection) {
     }
     let _: i64 = q(c, &args);
     let _: i64 = q(c, &["PFADD", "hll", "a", "b", "c"]);
+    // A stream of several nodes, with a deleted entry, a group, pending entries, and an empty
+    // stream with a group.
+    for i in 1..=250 {
+        let id = format!("{i}-1");
+        let f = if i % 7 == 0 { "other" } else { "f" };
+        let _: String = q(c, &["XADD", "x:big", &id, f, &i.to_string(), "g", "v"]);
+    }
+    let _: i64 = q(c, &["XDEL", "x:big", "5-1"]);
+    let _: () = q(c, &["XGROUP", "CREATE", "x:big", "grp", "0"]);
+    let _: redis::Value = q(
+        c,
+        &[
+            "XREADGROUP",
+            "GROUP",
+            "grp",
+            "ann",
+            "COUNT",
+            "3",
+            "STREAMS",
+            "x:big",
+            ">",
+        ],
+    );
+    let _: i64 = q(c, &["XGROUP", "CREATECONSUMER", "x:big", "grp", "bo"]);
+    let _: () = q(c, &["XGROUP", "CREATE", "x:empty", "grp", "$", "MKSTREAM"]);
     let _: i64 = q(c, &["EXPIRE", "l:small", "7200"]);
     let _: () = q(c, &["SELECT", "2"]);
     let _: () = q(c, &["SET", "in-db-2", "yes"]);
@@ -110,6 +135,7 @@ pub(crate) fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), Str
                         .collect();
                     format!("{pairs:?}")
                 }
+                "stream" => stream_contents(c, &k),
                 other => panic!("type {other}"),
             };
             let ttl: i64 = q(c, &["PTTL", &k]);
@@ -118,6 +144,52 @@ pub(crate) fn contents(c: &mut redis::Connection) -> BTreeMap<(i64, String), Str
     }
     let _: () = q(c, &["SELECT", "0"]);
     all
+}
+
+/// A stream as a file or a replica must keep it: entries, counters, groups, consumers and
+/// pending entries (with their delivery counts; not times, nor the node layout, which a
+/// rewrite from commands rebuilds differently).
+fn stream_contents(c: &mut redis::Connection, k: &str) -> String {
+    let entries: redis::Value = q(c, &["XRANGE", k, "-", "+"]);
+    let info: Vec<redis::Value> = q(c, &["XINFO", "STREAM", k]);
+    let keep = [
+        "length",
+        "last-generated-id",
+        "max-deleted-entry-id",
+        "entries-added",
+        "recorded-first-entry-id",
+        "groups",
+    ];
+    let mut fields = Vec::new();
+    for pair in info.chunks(2) {
+        if let [redis::Value::BulkString(name), v] = pair {
+            let name = String::from_utf8_lossy(name).into_owned();
+            if keep.contains(&name.as_str()) {
+                fields.push(format!("{name}={v:?}"));
+            }
+        }
+    }
+    let groups: Vec<redis::Value> = q(c, &["XINFO", "GROUPS", k]);
+    let mut out = format!("{entries:?} {fields:?} groups={groups:?}");
+    for g in groups {
+        let redis::Value::Array(kv) = g else { continue };
+        let name = match kv.get(1) {
+            Some(redis::Value::BulkString(n)) => String::from_utf8_lossy(n).into_owned(),
+            _ => continue,
+        };
+        let consumers: Vec<Vec<redis::Value>> = q(c, &["XINFO", "CONSUMERS", k, &name]);
+        let names: Vec<String> = consumers
+            .iter()
+            .map(|c| format!("{:?} {:?}", c.get(1), c.get(3)))
+            .collect();
+        let pending: Vec<Vec<redis::Value>> = q(c, &["XPENDING", k, &name, "-", "+", "1000"]);
+        let rows: Vec<String> = pending
+            .iter()
+            .map(|p| format!("{:?} {:?} {:?}", p.first(), p.get(1), p.get(3)))
+            .collect();
+        out.push_str(&format!(" {name}: {names:?} {rows:?}"));
+    }
+    out
 }
 
 /// A score's text as a number.
@@ -180,7 +252,7 @@ fn save_restart_and_redis_both_ways() {
         let mut c = server.client();
         fill(&mut c);
         let before = contents(&mut c);
-        assert_eq!(before.len(), 15, "{:?}", before.keys().collect::<Vec<_>>());
+        assert_eq!(before.len(), 17, "{:?}", before.keys().collect::<Vec<_>>());
         let last: i64 = q(&mut c, &["LASTSAVE"]);
         let _: () = q(&mut c, &["SAVE"]);
         assert!(q::<i64>(&mut c, &["LASTSAVE"]) >= last);

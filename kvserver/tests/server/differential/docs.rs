@@ -183,7 +183,10 @@ impl Table {
             return b"+a payload\r\n".to_vec();
         }
         // Times: consumers' idle and seen times, pending entries' delivery times.
-        let sub = |i: usize, w: &str| cmd.get(i).is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()));
+        let sub = |i: usize, w: &str| {
+            cmd.get(i)
+                .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
+        };
         if (name == b"XINFO" && (sub(1, "CONSUMERS") || sub(3, "FULL")))
             || (name == b"XPENDING" && cmd.len() > 3)
         {

@@ -15,9 +15,23 @@ fn id(r: &mut Rng) -> Vec<u8> {
         0..=5 => format!("{}-{}", 1 + r.below(30), r.below(4)).into_bytes(),
         6 => format!("{}", 1 + r.below(30)).into_bytes(),
         7 => format!("{}-*", 1 + r.below(30)).into_bytes(),
-        8 => word(r.pick(&["0-0", "0", "0-1", "18446744073709551615-18446744073709551615"])),
+        8 => word(r.pick(&[
+            "0-0",
+            "0",
+            "0-1",
+            "18446744073709551615-18446744073709551615",
+        ])),
         9 => word(r.pick(&["-", "+", "$", ">", "(5-0", "(-"])),
-        10 => word(r.pick(&["abc", "1-x", "", "-1", "1--1", " 3", "+4", "1-18446744073709551616"])),
+        10 => word(r.pick(&[
+            "abc",
+            "1-x",
+            "",
+            "-1",
+            "1--1",
+            " 3",
+            "+4",
+            "1-18446744073709551616",
+        ])),
         _ => word("*"),
     }
 }
@@ -128,7 +142,11 @@ pub static STREAMS: &[Gen] = &[
         c
     },
     |r| {
-        let mut c = make(r.pick(&["XRANGE", "XREVRANGE"]), &[key, range_id, range_id], r);
+        let mut c = make(
+            r.pick(&["XRANGE", "XREVRANGE"]),
+            &[key, range_id, range_id],
+            r,
+        );
         if r.chance(40) {
             c.extend([word("COUNT"), word(r.pick(&["0", "1", "2", "-1", "x"]))]);
         }
@@ -256,13 +274,12 @@ fn mask_times(reply: &[u8]) -> String {
     let mut out = Vec::new();
     let mut after_idle = false;
     for line in text.split("\r\n") {
-        let masked = if line.starts_with(':')
-            && (line.len() == 14 || (after_idle && line.len() <= 6))
-        {
-            ":T".to_string()
-        } else {
-            line.to_string()
-        };
+        let masked =
+            if line.starts_with(':') && (line.len() == 14 || (after_idle && line.len() <= 6)) {
+                ":T".to_string()
+            } else {
+                line.to_string()
+            };
         after_idle = matches!(line, "idle" | "inactive");
         out.push(masked);
     }
@@ -493,7 +510,12 @@ fn stream_nodes_and_trims_match_redis() {
             ]),
         };
         if i % 500 == 499 {
-            c = cmd(&["CONFIG", "SET", "stream-node-max-entries", r.pick(&["7", "100", "33"])]);
+            c = cmd(&[
+                "CONFIG",
+                "SET",
+                "stream-node-max-entries",
+                r.pick(&["7", "100", "33"]),
+            ]);
         }
         cmds.push(c);
         if i % 50 == 0 {
@@ -513,10 +535,15 @@ fn stream_nodes_and_trims_match_redis() {
 #[test]
 fn stream_reads_in_resp3_and_74_ids() {
     let redis = Redis::start();
-    let mut cmds: Vec<Cmd> = ["HELLO 3", "XADD a 1-1 f v", "XADD b 2-1 f v", "XADD b 3-1 g w"]
-        .iter()
-        .map(|l| l.split(' ').map(|a| a.as_bytes().to_vec()).collect())
-        .collect();
+    let mut cmds: Vec<Cmd> = [
+        "HELLO 3",
+        "XADD a 1-1 f v",
+        "XADD b 2-1 f v",
+        "XADD b 3-1 g w",
+    ]
+    .iter()
+    .map(|l| l.split(' ').map(|a| a.as_bytes().to_vec()).collect())
+    .collect();
     for l in [
         "XREAD STREAMS a b 0 0",
         "XREAD COUNT 1 STREAMS a b 0 2-1",
@@ -568,7 +595,9 @@ fn blocked_stream_reads_match_redis() {
         let mut out = Vec::new();
         // XREAD on two streams; the write lands on the second.
         let mut reader = Conn::open(port);
-        let read = [cmd(&["XREAD", "BLOCK", "5000", "STREAMS", &k1, &k2, "$", "$"])];
+        let read = [cmd(&[
+            "XREAD", "BLOCK", "5000", "STREAMS", &k1, &k2, "$", "$",
+        ])];
         reader.send(&read);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let mut w = Conn::open(port);
@@ -576,7 +605,15 @@ fn blocked_stream_reads_match_redis() {
         out.push(mask_times(&reader.receive(&read)[0]));
         // XREADGROUP: the next entry; it is then pending for the consumer.
         let read = [cmd(&[
-            "XREADGROUP", "GROUP", "g", "alice", "BLOCK", "5000", "STREAMS", &k2, ">",
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            "alice",
+            "BLOCK",
+            "5000",
+            "STREAMS",
+            &k2,
+            ">",
         ])];
         reader.send(&read);
         std::thread::sleep(std::time::Duration::from_millis(300));
