@@ -569,7 +569,7 @@ impl Db {
             Served::List(items) => items.len(),
             Served::Moved(_) => 1,
             // Logged by the read itself.
-            Served::Stream(_) => 0,
+            Served::Stream(_) | Served::Error(_) => 0,
         };
         if n == 0 {
             return;

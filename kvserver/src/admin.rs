@@ -317,6 +317,11 @@ pub async fn run(
             .await;
         }
         unlock_everything(shard).await;
+        if local.starts_with(b"+") {
+            // Clients blocked on a consumer group of a flushed stream end (NOGROUP), as Redis
+            // unblocks readers of a deleted key; other waiters keep waiting.
+            everywhere(shard, |sh| sh.serve_all()).await;
+        }
         // As Redis: with save points, FLUSHALL writes the file now, so that a restart does not
         // bring back what it removed (inside a transaction, which holds every lock, the next
         // background save does).

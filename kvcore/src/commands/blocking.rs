@@ -79,6 +79,8 @@ pub enum Served {
     Moved(Vec<u8>),
     /// A stream read's `[entries]` reply.
     Stream(Vec<u8>),
+    /// The error that ended a blocked stream read (its key or group went).
+    Error(Vec<u8>),
 }
 
 /// Reads a blocking call (`args[0]` is the command name) with Redis's checks in its order;
@@ -183,7 +185,10 @@ impl Db {
                 .map(|v| Served::Moved(v.unwrap_or_default())),
             Op::ListReady => Ok(Served::List(Vec::new())),
             // Logged as it reads (a group's reads as XCLAIMs and XGROUP SETID).
-            Op::Stream(ref wait) => Ok(Served::Stream(self.stream_read_serve(dbi, key, wait))),
+            Op::Stream(ref wait) => Ok(match self.stream_read_serve(dbi, key, wait) {
+                Ok(entries) => Served::Stream(entries),
+                Err(e) => Served::Error(e),
+            }),
         }
     }
 }
@@ -213,6 +218,7 @@ pub fn write_served(w: &mut ReplyWriter<'_>, op: &Op, key: &[u8], served: &Serve
         (Op::Stream(_), Served::Stream(entries)) if !entries.is_empty() => {
             super::stream_api::write_read_served(w, key, entries)
         }
+        (_, Served::Error(e)) => w.error(e),
         // An op is only ever served what it asks for.
         _ => w.null(),
     }

@@ -747,9 +747,18 @@ pub(crate) fn read_ready(
     group: Option<&[u8]>,
     from: ReadFrom,
 ) -> OpResult<bool> {
-    let Some(s) = get_stream(db, dbi, key)? else {
-        return Ok(false);
+    let s = match get_stream(db, dbi, key) {
+        Ok(Some(s)) => s,
+        // A group read ends when its key goes or changes type (Redis 7.4 unblocks it on a
+        // missing key and runs it again: NOGROUP, or WRONGTYPE).
+        Ok(None) => return Ok(group.is_some()),
+        Err(_) if group.is_some() => return Ok(true),
+        Err(e) => return Err(e),
     };
+    if group.is_some_and(|g| !s.groups.contains_key(g)) {
+        // Its group was destroyed: served the error.
+        return Ok(true);
+    }
     if s.is_empty() {
         return Ok(false);
     }
@@ -1093,8 +1102,23 @@ impl Db {
     }
 
     /// Serves a blocked read from `key`: the `[entries]` part of its reply (arrays and bulk
-    /// strings only, the same in RESP2 and RESP3), logged as a served XREADGROUP is.
-    pub fn stream_read_serve(&mut self, dbi: usize, key: &[u8], wait: &ReadWait) -> Vec<u8> {
+    /// strings only, the same in RESP2 and RESP3), logged as a served XREADGROUP is; or the
+    /// error that ends a group read whose key or group went (Redis's NOGROUP, WRONGTYPE).
+    pub fn stream_read_serve(
+        &mut self,
+        dbi: usize,
+        key: &[u8],
+        wait: &ReadWait,
+    ) -> Result<Vec<u8>, Vec<u8>> {
+        if let Some((g, _)) = &wait.group {
+            match get_stream(self, dbi, key) {
+                Err(e) => return Err(e.message().as_bytes().to_vec()),
+                Ok(s) if s.is_none_or(|s| !s.groups.contains_key(g.as_slice())) => {
+                    return Err(nogroup(NOGROUP_READ, key, g))
+                }
+                Ok(_) => {}
+            }
+        }
         let mut reply = Vec::new();
         let w = ReplyWriter::new(&mut reply, Proto::Resp2);
         let from = wait
@@ -1116,11 +1140,7 @@ impl Db {
                 w,
             ),
         };
-        if served {
-            reply
-        } else {
-            Vec::new()
-        }
+        Ok(if served { reply } else { Vec::new() })
     }
 }
 

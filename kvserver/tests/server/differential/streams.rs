@@ -573,8 +573,8 @@ fn stream_reads_in_resp3_and_74_ids() {
 }
 
 /// A blocked XREAD wakes on an XADD to any of its streams, on this shard or another, and gets
-/// only that stream; a blocked XREADGROUP gets new entries and owns them; BLOCK times out with
-/// the null array. Ours and Redis give the same bytes.
+/// only that stream; a blocked XREADGROUP gets new entries and owns them, and ends with an
+/// error when its key or group goes; BLOCK times out with the null array. Ours and Redis give the same bytes.
 #[test]
 fn blocked_stream_reads_match_redis() {
     let redis = Redis::start();
@@ -591,6 +591,7 @@ fn blocked_stream_reads_match_redis() {
             cmd(&["XGROUP", "CREATE", &k2, "g", "$", "MKSTREAM"]),
         ]);
     }
+    let redis_version = redis.version;
     let run = |port: u16| -> Vec<String> {
         let mut out = Vec::new();
         // XREAD on two streams; the write lands on the second.
@@ -621,6 +622,39 @@ fn blocked_stream_reads_match_redis() {
         out.push(mask_times(&reader.receive(&read)[0]));
         for r in w.pipeline(&[cmd(&["XPENDING", &k2, "g"]), cmd(&["XINFO", "GROUPS", &k2])]) {
             out.push(mask_times(&r));
+        }
+        // A group read ends when its key or group goes, or the key changes type: Redis 7.2+
+        // runs it again (NOGROUP, WRONGTYPE), where 7.0 answered "-UNBLOCKED the stream key
+        // no longer exists" and its own NOGROUP text; compared against 7.2+ only.
+        let acts = if redis_version >= (7, 2) { 4 } else { 0 };
+        for act in [
+            vec!["DEL", k2.as_str()],
+            vec!["XGROUP", "DESTROY", k2.as_str(), "g"],
+            vec!["SET", k2.as_str(), "x"],
+            vec!["FLUSHALL"],
+        ]
+        .into_iter()
+        .take(acts)
+        {
+            w.pipeline(&[
+                cmd(&["DEL", &k2]),
+                cmd(&["XGROUP", "CREATE", &k2, "g", "$", "MKSTREAM"]),
+            ]);
+            let read = [cmd(&[
+                "XREADGROUP",
+                "GROUP",
+                "g",
+                "bob",
+                "BLOCK",
+                "5000",
+                "STREAMS",
+                &k2,
+                ">",
+            ])];
+            reader.send(&read);
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            w.pipeline(&[cmd(&act)]);
+            out.push(mask_times(&reader.receive(&read)[0]));
         }
         // Timed out.
         out.push(mask_times(
