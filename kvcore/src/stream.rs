@@ -831,7 +831,9 @@ impl Stream {
 mod tests {
     use super::*;
 
-    fn entries(s: &Stream, rev: bool) -> Vec<(StreamId, Vec<(Vec<u8>, Vec<u8>)>)> {
+    type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn entries(s: &Stream, rev: bool) -> Vec<(StreamId, Pairs)> {
         let mut out = Vec::new();
         s.range(StreamId::MIN, StreamId::MAX, rev, false, |it| {
             let mut pairs = Vec::new();
@@ -877,7 +879,7 @@ mod tests {
             max_entries: 7,
         };
         let mut s = Stream::default();
-        let mut model: BTreeMap<StreamId, Vec<(Vec<u8>, Vec<u8>)>> = BTreeMap::new();
+        let mut model: BTreeMap<StreamId, Pairs> = BTreeMap::new();
         let mut rng = 12345u64;
         let mut next = || {
             rng ^= rng << 13;

@@ -609,6 +609,9 @@ pub(crate) fn read_key_positions(a: &[&[u8]]) -> Vec<usize> {
     (at..at + n).collect()
 }
 
+/// Each key's index among a read's keys with where its read starts.
+pub type Starts = Vec<(usize, ReadFrom)>;
+
 /// Where a read of one stream starts: after this ID, or (`New`) after the group's last
 /// delivered ID.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -640,7 +643,7 @@ fn resolve(
     dbi: usize,
     call: &ReadCall<'_>,
     idx: impl Iterator<Item = usize>,
-) -> Result<Vec<(usize, ReadFrom)>, (usize, Vec<u8>)> {
+) -> Result<Starts, (usize, Vec<u8>)> {
     let mut from = Vec::with_capacity(call.keys.len());
     for i in idx {
         let f = resolve_one(db, dbi, call, i).map_err(|e| (i, e))?;
@@ -1065,7 +1068,7 @@ impl Db {
         dbi: usize,
         a: &[&[u8]],
         idx: &[usize],
-    ) -> Result<Vec<(usize, ReadFrom)>, (usize, Vec<u8>)> {
+    ) -> Result<Starts, (usize, Vec<u8>)> {
         let call = parse_read(a, self.now).map_err(|e| (0, e))?;
         resolve(self, dbi, &call, idx.iter().copied())
     }

@@ -23,6 +23,8 @@ const INFO_CHANGED_SINCE_7_0: &[&str] = &[
     "object",      // container
     "pubsub",      // container
     "script",      // container: subcommands in Redis's dict order
+    "xgroup",      // container: subcommands in Redis's dict order
+    "xinfo",       // container: subcommands in Redis's dict order
     "msetnx",      // 7.4: request_policy/response_policy tips dropped
     "scan",        // 7.2: tips
     "randomkey",   // 7.2: response_policy:special tip
@@ -193,7 +195,11 @@ fn command_list_filters_and_getkeys_match_redis() {
         &["OBJECT", "ENCODING", "k"],
         &["MEMORY", "USAGE", "k"],
         &["EXISTS", "a", "b", "c"],
-        &["XADD"],
+        &["XADD", "s", "MAXLEN", "5", "*", "f", "v"],
+        &["XREAD", "COUNT", "2", "STREAMS", "a", "b", "0", "0"],
+        &["XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", ">"],
+        &["XGROUP", "CREATE", "s", "g", "$"],
+        &["XINFO", "STREAM", "s"],
         &["CONFIG", "GET", "x"],
         &["nosuch", "x"],
     ] {
