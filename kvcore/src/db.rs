@@ -530,7 +530,7 @@ impl Db {
     /// `spec` with `argc` arguments, the error reply written to `w` if so. [`Db::admits`] is the
     /// one-branch form of "none of these applies" (given the arity and not DEBUG): a refusal
     /// added here must make it false too ([`Db::run_admitted`] checks that in debug builds).
-    fn refused(
+    pub(crate) fn refused(
         &self,
         session: &Session,
         spec: &commands::CommandSpec,

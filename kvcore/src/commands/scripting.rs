@@ -73,9 +73,9 @@ fn evalsha_ro(c: &mut Ctx<'_>, a: &[&[u8]]) {
 
 /// Commands a script runs on the store it was called on, with a session of its own (its
 /// SELECT stays in the script) speaking RESP2.
-struct StoreCaller<'a> {
-    db: &'a mut Db,
-    session: Session,
+pub(super) struct StoreCaller<'a> {
+    pub(super) db: &'a mut Db,
+    pub(super) session: Session,
 }
 
 impl Caller for StoreCaller<'_> {
@@ -154,13 +154,18 @@ pub fn script_session(caller: &Session) -> Session {
     }
 }
 
-/// Whether `name` (lowercase) is EVAL, EVALSHA or a read-only form.
+/// Whether `name` (lowercase) is EVAL, EVALSHA, FCALL or a read-only form.
 pub fn is_script_command(name: &str) -> bool {
-    matches!(name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+    matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
-/// EVAL, EVALSHA, EVAL_RO or EVALSHA_RO (`a[0]`) with its commands run through `caller`, for a
-/// host that runs a script's commands itself (a server whose keys live on several stores).
+/// EVAL, EVALSHA, FCALL or a read-only form (`a[0]`) with its commands run through `caller`,
+/// for a host that runs a script's commands itself (a server whose keys live on several
+/// stores). An FCALL's refusals by its function's flags are the host's to check first
+/// ([`super::functions::fcall_refused`]).
 pub fn run_script_with(
     cache: &script::ScriptCache,
     a: &[&[u8]],
@@ -168,6 +173,9 @@ pub fn run_script_with(
     w: &mut crate::resp::ReplyWriter<'_>,
 ) {
     let name = a[0].to_ascii_lowercase();
+    if name.starts_with(b"fcall") {
+        return super::functions::fcall_with(cache, a, caller, w);
+    }
     let by_sha = name.starts_with(b"evalsha");
     let read_only = name.ends_with(b"_ro");
     run_with(cache, a, by_sha, read_only, caller, w);
