@@ -219,7 +219,9 @@ fn function_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
                 return c.out.error(&super::sanitize(m));
             }
         }
-        match functions.load(a[a.len() - 1], replace, c.session.master) {
+        // A master's stream and a file being loaded are obeyed whatever the time it takes.
+        let no_timeout = c.session.master || c.session.internal;
+        match functions.load(a[a.len() - 1], replace, no_timeout) {
             Ok(name) => {
                 c.out.bulk(&name);
                 changed(c, a);

@@ -44,7 +44,7 @@ pub fn spans_shards(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     }
 }
 
-/// Runs EVAL/EVALSHA (any form) holding every key of every shard; `held`: a transaction
+/// Runs EVAL/EVALSHA/FCALL (any form) holding every key of every shard; `held`: a transaction
 /// already holds them.
 pub async fn run_everywhere(
     shard: &Rc<Shard>,
@@ -60,6 +60,14 @@ pub async fn run_everywhere(
     {
         let mut db = shard.db.borrow_mut();
         db.refresh_clock();
+        if let Some(refused) = scripting_api::fcall_refused(&db, session, args) {
+            out.extend_from_slice(&refused);
+            drop(db);
+            if !held {
+                tx::unlock(shard, locks).await;
+            }
+            return;
+        }
         let cache = db.scripts.clone();
         let mut caller = ShardCaller {
             shard: shard.as_ref(),

@@ -23,6 +23,7 @@
 mod bitmaps;
 mod docs;
 mod dump;
+mod functions;
 mod families;
 mod hashes;
 mod hyperloglog;
