@@ -172,3 +172,59 @@ fn functions_as_redis_on_two_shards() {
     let cmds: Vec<Cmd> = CASES.iter().map(|c| cmd(c)).collect();
     compare(&cmds, &["--threads", "2"]);
 }
+
+/// The bulk reply's bytes.
+fn bulk(reply: &[u8]) -> Vec<u8> {
+    match kvcore::resp::parse_reply(reply) {
+        Ok(Some((kvcore::Reply::Bulk(b), _))) => b,
+        other => panic!("not a bulk reply: {other:?}"),
+    }
+}
+
+/// FUNCTION DUMP of redis-server restores into ours and ours into redis-server (whatever its
+/// version: ours is version 10, which 7.0 and 7.4 accept); each then calls the other's
+/// functions. A damaged payload is refused by both alike.
+#[test]
+fn function_dump_restores_across_servers() {
+    let redis = Redis::start();
+    let ours = Server::start(&["--threads", "2"]);
+    let (mut r, mut o) = (Conn::open(redis.port), Conn::open(ours.port));
+    let theirs = r.pipeline(&[cmd(&["FUNCTION", "LOAD", LIB]), cmd(&["FUNCTION", "DUMP"])]);
+    let theirs = bulk(&theirs[1]);
+    let mine = o.pipeline(&[cmd(&["FUNCTION", "LOAD", ONE]), cmd(&["FUNCTION", "DUMP"])]);
+    let mine = bulk(&mine[1]);
+    let restore = |c: &mut Conn, payload: &[u8], policy: &str| {
+        let mut args = vec![b"FUNCTION".to_vec(), b"RESTORE".to_vec(), payload.to_vec()];
+        if !policy.is_empty() {
+            args.push(policy.as_bytes().to_vec());
+        }
+        c.pipeline(&[args]).remove(0)
+    };
+    assert_eq!(restore(&mut o, &theirs, ""), b"+OK\r\n".to_vec());
+    assert_eq!(restore(&mut r, &mine, ""), b"+OK\r\n".to_vec());
+    // Again: both libraries are there now.
+    assert_eq!(
+        restore(&mut o, &theirs, ""),
+        restore(&mut r, &theirs, ""),
+        "APPEND of a library already there"
+    );
+    assert_eq!(restore(&mut o, &theirs, "REPLACE"), b"+OK\r\n".to_vec());
+    assert_eq!(restore(&mut r, &theirs, "REPLACE"), b"+OK\r\n".to_vec());
+    let mut damaged = mine.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    assert_eq!(restore(&mut o, &damaged, ""), restore(&mut r, &damaged, ""));
+    let calls = [
+        cmd(&["FCALL", "only", "0"]),
+        cmd(&["FCALL", "setk", "1", "k", "x"]),
+        cmd(&["FCALL_RO", "getk", "1", "k"]),
+        cmd(&["FUNCTION", "LIST", "LIBRARYNAME", "one"]),
+        cmd(&["FUNCTION", "STATS"]),
+    ];
+    assert_eq!(o.pipeline(&calls), r.pipeline(&calls));
+    // FLUSH: only the payload's libraries remain.
+    assert_eq!(restore(&mut o, &mine, "FLUSH"), b"+OK\r\n".to_vec());
+    assert_eq!(restore(&mut r, &mine, "FLUSH"), b"+OK\r\n".to_vec());
+    let after = [cmd(&["FUNCTION", "LIST"]), cmd(&["FCALL", "setk", "1", "k", "y"])];
+    assert_eq!(o.pipeline(&after), r.pipeline(&after));
+}
