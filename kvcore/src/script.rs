@@ -230,6 +230,10 @@ pub trait Caller {
         proto: crate::resp::Proto,
         out: &mut Vec<u8>,
     ) -> Result<(), Vec<u8>>;
+
+    /// Whether the script's commands may run past `maxmemory` (a function's `allow-oom`
+    /// flag); none may unless told.
+    fn allow_oom(&mut self, _on: bool) {}
 }
 
 /// How a script ends: its reply is written to the writer given to [`run`].

@@ -96,6 +96,10 @@ impl Caller for StoreCaller<'_> {
         self.db.dispatch(&mut self.session, args, out);
         Ok(())
     }
+
+    fn allow_oom(&mut self, on: bool) {
+        self.session.allow_oom = on;
+    }
 }
 
 /// Whether `args` names a subcommand Redis flags `noscript` (SCRIPT LOAD, CONFIG SET,

@@ -410,6 +410,7 @@ pub(crate) fn call(
     w: &mut ReplyWriter<'_>,
 ) {
     let read_only = args.read_only || info.flags & flag::NO_WRITES != 0;
+    caller.allow_oom(info.flags & flag::ALLOW_OOM != 0);
     let r = with_engine(functions, |e| {
         let f = e.function(lib, &info.name)?;
         let run = Run {

@@ -156,4 +156,8 @@ impl Caller for ShardCaller<'_> {
         }
         Ok(())
     }
+
+    fn allow_oom(&mut self, on: bool) {
+        self.session.allow_oom = on;
+    }
 }
