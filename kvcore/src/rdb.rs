@@ -958,10 +958,7 @@ pub fn functions_restore(payload: &[u8]) -> std::result::Result<Vec<Vec<u8>>, &'
             Ok(_) => return Err("given type is not a function"),
             Err(_) => return Err("can not read data type"),
         }
-        codes.push(
-            r.string()
-                .map_err(|_| "Failed loading library payload")?,
-        );
+        codes.push(r.string().map_err(|_| "Failed loading library payload")?);
     }
     Ok(codes)
 }
@@ -1234,9 +1231,7 @@ pub fn load_file(
                 let code = r.string().map_err(|e| at(&r, e))?;
                 stats.functions.push(code);
             }
-            OP_FUNCTION_PRE_GA => {
-                return Err(fail(start, "Pre-GA function format not supported"))
-            }
+            OP_FUNCTION_PRE_GA => return Err(fail(start, "Pre-GA function format not supported")),
             ty => {
                 let key = r.string().map_err(|e| at(&r, e))?;
                 let value = r.value(ty, limits, now_ms).map_err(|e| match e {

@@ -103,7 +103,11 @@ pub fn shebang_flags(body: &[u8]) -> Result<Option<Vec<&[u8]>>, Vec<u8>> {
 /// The scripting state stores share: bodies of the scripts EVAL and SCRIPT LOAD have seen, by
 /// SHA1, and the function libraries (FUNCTION LOAD). Cloning shares it.
 #[derive(Clone, Default)]
-pub struct ScriptCache(Arc<Mutex<CacheInner>>, Arc<Running>, crate::function::Functions);
+pub struct ScriptCache(
+    Arc<Mutex<CacheInner>>,
+    Arc<Running>,
+    crate::function::Functions,
+);
 
 /// Scripts running now, on any store sharing the cache, for SCRIPT KILL (or FUNCTION KILL).
 #[derive(Default)]
@@ -1046,8 +1050,16 @@ pub(crate) fn run_in(
         e.redis.raw_set("pcall", pcall)?;
         e.redis.raw_set("setresp", setresp)?;
         let (ok, value): (bool, Lv) = if as_args {
-            let k = e.lua.create_sequence_from(keys.iter().map(|k| e.lua.create_string(k)).collect::<mlua::Result<Vec<_>>>()?)?;
-            let a = e.lua.create_sequence_from(argv.iter().map(|k| e.lua.create_string(k)).collect::<mlua::Result<Vec<_>>>()?)?;
+            let k = e.lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| e.lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let a = e.lua.create_sequence_from(
+                argv.iter()
+                    .map(|k| e.lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
             e.runner_args.call((f.clone(), e.handler.clone(), k, a))?
         } else {
             e.runner.call((f.clone(), e.handler.clone()))?

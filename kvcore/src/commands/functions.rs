@@ -266,11 +266,9 @@ fn function_cmd(c: &mut Ctx<'_>, a: &[&[u8]]) {
             Some(p) if args::is(p, "APPEND") => Policy::Append,
             Some(p) if args::is(p, "REPLACE") => Policy::Replace,
             Some(p) if args::is(p, "FLUSH") => Policy::Flush,
-            Some(_) => {
-                return c.out.error(
-                    b"ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
-                )
-            }
+            Some(_) => return c.out.error(
+                b"ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+            ),
         };
         if write_refused(c, a.len(), true) {
             return;
@@ -431,7 +429,10 @@ mod tests {
             "ERR Library 'lib' already exists"
         );
         assert_eq!(run(&mut db, &["FUNCTION", "LOAD", "REPLACE", LIB]), "lib");
-        assert_eq!(run(&mut db, &["FCALL", "nope", "0"]), "ERR Function not found");
+        assert_eq!(
+            run(&mut db, &["FCALL", "nope", "0"]),
+            "ERR Function not found"
+        );
         assert_eq!(
             run(&mut db, &["FCALL", "get_it", "x"]),
             "ERR Bad number of keys provided"
@@ -448,13 +449,18 @@ mod tests {
             run(&mut db, &["FUNCTION", "DELETE", "lib"]),
             "ERR Library not found"
         );
-        assert_eq!(run(&mut db, &["FCALL", "get_it", "1", "k"]), "ERR Function not found");
+        assert_eq!(
+            run(&mut db, &["FCALL", "get_it", "1", "k"]),
+            "ERR Function not found"
+        );
     }
 
     #[test]
     fn load_time_sandbox_and_errors() {
         let mut db = Db::new();
-        let load = |db: &mut Db, body: &str| run(db, &["FUNCTION", "LOAD", &format!("#!lua name=t\n{body}")]);
+        let load = |db: &mut Db, body: &str| {
+            run(db, &["FUNCTION", "LOAD", &format!("#!lua name=t\n{body}")])
+        };
         assert_eq!(
             load(&mut db, "redis.call('ping')"),
             "ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'call'"
@@ -472,7 +478,8 @@ mod tests {
             "ERR Error registering functions: ERR wrong number of arguments to redis.register_function"
         );
         assert_eq!(load(&mut db, "return 1"), "ERR No functions registered");
-        assert!(load(&mut db, "return 1 +").starts_with("ERR Error compiling function: user_function:2:"));
+        assert!(load(&mut db, "return 1 +")
+            .starts_with("ERR Error compiling function: user_function:2:"));
         assert_eq!(
             load(&mut db, "local a = 1 while true do a = a + 1 end"),
             "ERR Error registering functions: ERR FUNCTION LOAD timeout"
@@ -503,10 +510,17 @@ mod tests {
             "ERR redis.register_function can only be called on FUNCTION LOAD command script: h, on @user_function:5."
         );
         assert_eq!(
-            format!("{:?}", db.execute(&[b"FCALL", b"k", b"1", b"a", b"b", b"c"])),
             format!(
                 "{:?}",
-                Reply::Array(vec![Reply::Int(1), Reply::Int(2), Reply::Bulk(b"B".to_vec())])
+                db.execute(&[b"FCALL", b"k", b"1", b"a", b"b", b"c"])
+            ),
+            format!(
+                "{:?}",
+                Reply::Array(vec![
+                    Reply::Int(1),
+                    Reply::Int(2),
+                    Reply::Bulk(b"B".to_vec())
+                ])
             )
         );
     }

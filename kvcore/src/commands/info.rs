@@ -226,10 +226,16 @@ impl Db {
                 line("number_of_libraries", &libraries);
                 line("used_memory_vm_functions", &vm_functions);
                 line("used_memory_vm_total", &(lua + vm_functions));
-                line("used_memory_vm_total_human", &human_bytes(lua + vm_functions));
+                line(
+                    "used_memory_vm_total_human",
+                    &human_bytes(lua + vm_functions),
+                );
                 line("used_memory_functions", &fn_bytes);
                 line("used_memory_scripts", &(scripts + fn_bytes));
-                line("used_memory_scripts_human", &human_bytes(scripts + fn_bytes));
+                line(
+                    "used_memory_scripts_human",
+                    &human_bytes(scripts + fn_bytes),
+                );
                 line("maxmemory", &maxmemory);
                 line("maxmemory_human", &human_bytes(maxmemory));
                 line("maxmemory_policy", &cfg("maxmemory-policy"));

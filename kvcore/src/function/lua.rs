@@ -68,6 +68,9 @@ struct LoadCtx {
     registered: Vec<(FunctionInfo, Function)>,
 }
 
+/// A library's compiled functions by name.
+type CompiledFunctions = HashMap<Vec<u8>, Function>;
+
 /// A thread's function engine.
 struct FnEngine {
     e: Engine,
@@ -75,7 +78,7 @@ struct FnEngine {
     set_loading: Function,
     load: Rc<RefCell<Option<LoadCtx>>>,
     /// The libraries this thread has run: their code and compiled functions by name.
-    libs: HashMap<Vec<u8>, (Arc<[u8]>, HashMap<Vec<u8>, Function>)>,
+    libs: HashMap<Vec<u8>, (Arc<[u8]>, CompiledFunctions)>,
     flushes_seen: u64,
     version_seen: u64,
 }
@@ -105,7 +108,11 @@ fn string_arg(lua: &mlua::Lua, v: &Lv) -> Option<Vec<u8>> {
 
 /// `redis.register_function(name, callback)` or `redis.register_function{function_name=...,
 /// callback=..., description=..., flags={...}}`, checked as Redis checks it.
-fn register(lua: &mlua::Lua, load: &RefCell<Option<LoadCtx>>, args: MultiValue) -> mlua::Result<()> {
+fn register(
+    lua: &mlua::Lua,
+    load: &RefCell<Option<LoadCtx>>,
+    args: MultiValue,
+) -> mlua::Result<()> {
     let mut slot = load.borrow_mut();
     let Some(ctx) = slot.as_mut() else {
         return fail("redis.register_function can only be called on FUNCTION LOAD command");
@@ -127,17 +134,25 @@ fn register(lua: &mlua::Lua, load: &RefCell<Option<LoadCtx>>, args: MultiValue) 
             if is("function_name") {
                 match string_arg(lua, &v) {
                     Some(n) => name = Some(n),
-                    None => return fail("function_name argument given to redis.register_function must be a string"),
+                    None => return fail(
+                        "function_name argument given to redis.register_function must be a string",
+                    ),
                 }
             } else if is("description") {
                 match string_arg(lua, &v) {
                     Some(d) => description = Some(d),
-                    None => return fail("description argument given to redis.register_function must be a string"),
+                    None => return fail(
+                        "description argument given to redis.register_function must be a string",
+                    ),
                 }
             } else if is("callback") {
                 match v {
                     Lv::Function(f) => callback = Some(f),
-                    _ => return fail("callback argument given to redis.register_function must be a function"),
+                    _ => {
+                        return fail(
+                            "callback argument given to redis.register_function must be a function",
+                        )
+                    }
                 }
             } else if is("flags") {
                 let Lv::Table(list) = v else {
@@ -204,9 +219,9 @@ impl FnEngine {
         let e = Engine::new()?;
         let load: Rc<RefCell<Option<LoadCtx>>> = Rc::default();
         let ctx = load.clone();
-        let register_fn =
-            e.lua
-                .create_function(move |lua, args: MultiValue| register(lua, &ctx, args))?;
+        let register_fn = e
+            .lua
+            .create_function(move |lua, args: MultiValue| register(lua, &ctx, args))?;
         let (view, set_loading): (Table, Function) = e
             .lua
             .load(FUNCTION_PRELUDE)

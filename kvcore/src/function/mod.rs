@@ -176,7 +176,11 @@ impl Registry {
         let old = self.libraries.remove(name)?;
         for f in &old.functions {
             let key = f.name.to_ascii_lowercase();
-            if self.functions.get(&key).is_some_and(|l| Arc::ptr_eq(l, &old)) {
+            if self
+                .functions
+                .get(&key)
+                .is_some_and(|l| Arc::ptr_eq(l, &old))
+            {
                 self.functions.remove(&key);
             }
         }
@@ -194,7 +198,10 @@ impl Registry {
         for (key, lib) in &new.functions {
             if let Some(owner) = self.functions.get(key) {
                 if !new.libraries.contains_key(&owner.name) {
-                    let f = lib.functions.iter().find(|f| f.name.to_ascii_lowercase() == *key);
+                    let f = lib
+                        .functions
+                        .iter()
+                        .find(|f| f.name.to_ascii_lowercase() == *key);
                     return Err(with_name(
                         "Function ",
                         f.map_or(key.as_slice(), |f| &f.name),

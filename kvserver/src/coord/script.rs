@@ -57,17 +57,20 @@ pub async fn run_everywhere(
     if !held {
         tx::lock(shard, &locks).await;
     }
-    {
+    let refused = {
         let mut db = shard.db.borrow_mut();
         db.refresh_clock();
-        if let Some(refused) = scripting_api::fcall_refused(&db, session, args) {
-            out.extend_from_slice(&refused);
-            drop(db);
-            if !held {
-                tx::unlock(shard, locks).await;
-            }
-            return;
+        scripting_api::fcall_refused(&db, session, args)
+    };
+    if let Some(refused) = refused {
+        out.extend_from_slice(&refused);
+        if !held {
+            tx::unlock(shard, locks).await;
         }
+        return;
+    }
+    {
+        let mut db = shard.db.borrow_mut();
         let cache = db.scripts.clone();
         let mut caller = ShardCaller {
             shard: shard.as_ref(),

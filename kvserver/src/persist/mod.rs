@@ -581,12 +581,14 @@ async fn reload_locked(shard: &Shard, save: bool, flush: bool, merge: bool) -> R
         (false, false) => kvcore::function::Policy::Append,
     };
     let functions = shard.db.borrow().scripts.functions().clone();
-    functions
-        .restore(&stats.functions, policy)
-        .map_err(|e| {
-            crate::log!(3, "Failed loading the functions: {}", String::from_utf8_lossy(&e));
-            "ERR Error trying to load the RDB dump, check server logs.".to_string()
-        })?;
+    functions.restore(&stats.functions, policy).map_err(|e| {
+        crate::log!(
+            3,
+            "Failed loading the functions: {}",
+            String::from_utf8_lossy(&e)
+        );
+        "ERR Error trying to load the RDB dump, check server logs.".to_string()
+    })?;
     let g = &shard.global;
     g.loaded_keys.store(stats.loaded, Ordering::Relaxed);
     g.loaded_expired.store(stats.expired, Ordering::Relaxed);

@@ -12,8 +12,7 @@ const LIB: &str = "#!lua name=lib\n\
     redis.register_function('incr2', function(keys) redis.call('incr', keys[1]) return redis.call('incr', keys[2]) end)\n\
     redis.register_function{function_name='hello', callback=function() return 'hello' end, flags={'no-writes'}, description='greets'}";
 
-const LIB2: &str =
-    "#!lua name=lib2\nredis.register_function('two', function() return 2 end)";
+const LIB2: &str = "#!lua name=lib2\nredis.register_function('two', function() return 2 end)";
 
 /// FUNCTION LIST WITHCODE, each library's functions sorted (Redis lists them in the order
 /// of its hash table).
@@ -185,7 +184,10 @@ fn replicas_get_the_libraries() {
     let (mut m, mut r) = (master.client(), replica.client());
     let _: String = q(&mut m, &["FUNCTION", "LOAD", LIB]);
     let _: String = q(&mut r, &["FUNCTION", "LOAD", LIB2]);
-    let ok: String = q(&mut r, &["REPLICAOF", "127.0.0.1", &master.port.to_string()]);
+    let ok: String = q(
+        &mut r,
+        &["REPLICAOF", "127.0.0.1", &master.port.to_string()],
+    );
     assert_eq!(ok, "OK");
     eventually(20, "the snapshot's libraries", || {
         list(&mut r) == list(&mut m)
@@ -213,7 +215,8 @@ fn replicas_get_the_libraries() {
     let n: i64 = q(&mut m, &["FCALL", "incr2", "2", "a", "b"]);
     assert_eq!(n, 1);
     eventually(20, "FUNCTION LOAD and the call's effects", || {
-        list(&mut r) == list(&mut m) && q::<Option<String>>(&mut r, &["GET", "b"]).as_deref() == Some("1")
+        list(&mut r) == list(&mut m)
+            && q::<Option<String>>(&mut r, &["GET", "b"]).as_deref() == Some("1")
     });
     let _: () = q(&mut m, &["FUNCTION", "DELETE", "lib2"]);
     eventually(20, "FUNCTION DELETE", || list(&mut r) == list(&mut m));

@@ -225,6 +225,9 @@ fn function_dump_restores_across_servers() {
     // FLUSH: only the payload's libraries remain.
     assert_eq!(restore(&mut o, &mine, "FLUSH"), b"+OK\r\n".to_vec());
     assert_eq!(restore(&mut r, &mine, "FLUSH"), b"+OK\r\n".to_vec());
-    let after = [cmd(&["FUNCTION", "LIST"]), cmd(&["FCALL", "setk", "1", "k", "y"])];
+    let after = [
+        cmd(&["FUNCTION", "LIST"]),
+        cmd(&["FCALL", "setk", "1", "k", "y"]),
+    ];
     assert_eq!(o.pipeline(&after), r.pipeline(&after));
 }

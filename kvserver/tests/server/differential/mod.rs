@@ -23,8 +23,8 @@
 mod bitmaps;
 mod docs;
 mod dump;
-mod functions;
 mod families;
+mod functions;
 mod hashes;
 mod hyperloglog;
 mod introspection;
