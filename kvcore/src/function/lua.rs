@@ -63,13 +63,12 @@ end)
 return view, function(on) loading = on end
 "#;
 
-/// A library's code being run: what it registered so far.
+/// A library's code being run: what it registered so far (the callbacks in a Lua table: the
+/// host holds few Lua values itself, as each takes a slot of a bounded stack).
 struct LoadCtx {
-    registered: Vec<(FunctionInfo, Function)>,
+    infos: Vec<FunctionInfo>,
+    callbacks: Table,
 }
-
-/// A library's compiled functions by name.
-type CompiledFunctions = HashMap<Vec<u8>, Function>;
 
 /// A thread's function engine.
 struct FnEngine {
@@ -77,10 +76,14 @@ struct FnEngine {
     view: Table,
     set_loading: Function,
     load: Rc<RefCell<Option<LoadCtx>>>,
-    /// The libraries this thread has run: their code and compiled functions by name.
-    libs: HashMap<Vec<u8>, (Arc<[u8]>, CompiledFunctions)>,
+    /// The code of each library this thread has run, by name ...
+    codes: HashMap<Vec<u8>, Arc<[u8]>>,
+    /// ... and, in Lua, its functions: `compiled[library][function]`.
+    compiled: Table,
     flushes_seen: u64,
     version_seen: u64,
+    /// Libraries run since the last garbage collection step.
+    runs: u32,
 }
 
 thread_local! {
@@ -200,17 +203,15 @@ fn register(
     if !valid_name(&name) {
         return fail(super::BAD_NAME);
     }
-    if ctx.registered.iter().any(|(f, _)| f.name == name) {
+    if ctx.infos.iter().any(|f| f.name == name) {
         return fail("Function already exists in the library");
     }
-    ctx.registered.push((
-        FunctionInfo {
-            name,
-            description,
-            flags,
-        },
-        callback,
-    ));
+    ctx.callbacks.raw_set(lua.create_string(&name)?, callback)?;
+    ctx.infos.push(FunctionInfo {
+        name,
+        description,
+        flags,
+    });
     Ok(())
 }
 
@@ -227,24 +228,29 @@ impl FnEngine {
             .load(FUNCTION_PRELUDE)
             .set_name("@kv_redis_api")
             .call((e.globals.clone(), e.api.clone(), register_fn))?;
+        let compiled = e.lua.create_table()?;
         Ok(FnEngine {
             e,
             view,
             set_loading,
             load,
-            libs: HashMap::new(),
+            codes: HashMap::new(),
+            compiled,
             flushes_seen: 0,
             version_seen: 0,
+            runs: 0,
         })
     }
 
-    /// Runs a library's code (`code[body..]`) to collect what it registers.
+    /// Runs the code of library `name` (`code[body..]`) and keeps what it registered (a
+    /// library of that name run before is forgotten); returns the functions registered.
     fn run_library(
         &mut self,
-        code: &[u8],
+        name: &[u8],
+        code: &Arc<[u8]>,
         body: usize,
         timeout: bool,
-    ) -> Result<Vec<(FunctionInfo, Function)>, Vec<u8>> {
+    ) -> Result<Vec<FunctionInfo>, Vec<u8>> {
         let f = self
             .e
             .lua
@@ -259,7 +265,8 @@ impl FnEngine {
                 m
             })?;
         *self.load.borrow_mut() = Some(LoadCtx {
-            registered: Vec::new(),
+            infos: Vec::new(),
+            callbacks: self.e.lua.create_table().map_err(internal)?,
         });
         self.set_loading.call::<()>(true).map_err(internal)?;
         if timeout {
@@ -283,10 +290,24 @@ impl FnEngine {
         self.e.lua.remove_hook();
         let _ = self.set_loading.call::<()>(false);
         let ctx = self.load.borrow_mut().take();
-        let _ = self.e.lua.gc_collect();
-        match ran {
-            Ok(()) => Ok(ctx.map(|c| c.registered).unwrap_or_default()),
-            Err(e) => {
+        // A collection step every 50 loads, as Redis's luaGC: loading many libraries stays
+        // linear, and the garbage of their runs does not pile up.
+        self.runs += 1;
+        if self.runs >= 50 {
+            self.runs = 0;
+            let _ = self.e.lua.gc_step_kbytes(50);
+        }
+        match (ran, ctx) {
+            (Ok(()), Some(ctx)) => {
+                let key = self.e.lua.create_string(name).map_err(internal)?;
+                self.compiled
+                    .raw_set(key, ctx.callbacks)
+                    .map_err(internal)?;
+                self.codes.insert(name.to_vec(), code.clone());
+                Ok(ctx.infos)
+            }
+            (Ok(()), None) => Err(b"ERR the library's load was lost".to_vec()),
+            (Err(e), _) => {
                 let mut m = b"ERR Error registering functions: ".to_vec();
                 m.extend_from_slice(&crate::script::one_line(&script_error_text(&e)));
                 Err(m)
@@ -298,26 +319,33 @@ impl FnEngine {
     /// has not run this version of it.
     fn function(&mut self, lib: &Library, name: &[u8]) -> Result<Function, Vec<u8>> {
         let fresh = self
-            .libs
+            .codes
             .get(&lib.name)
-            .is_some_and(|(code, _)| Arc::ptr_eq(code, &lib.code));
+            .is_some_and(|code| Arc::ptr_eq(code, &lib.code));
         if !fresh {
             let (_, body) = super::metadata(&lib.code)?;
-            let registered = self.run_library(&lib.code, body, false)?;
-            self.keep(lib, registered);
+            self.run_library(&lib.name, &lib.code, body, false)?;
         }
-        self.libs
-            .get(&lib.name)
-            .and_then(|(_, fns)| fns.get(name).cloned())
+        let lookup = || -> mlua::Result<Option<Function>> {
+            let fns: Option<Table> = self
+                .compiled
+                .raw_get(self.e.lua.create_string(&lib.name)?)?;
+            match fns {
+                Some(fns) => fns.raw_get(self.e.lua.create_string(name)?),
+                None => Ok(None),
+            }
+        };
+        lookup()
+            .map_err(internal)?
             .ok_or_else(|| b"ERR Function not found".to_vec())
     }
 
-    fn keep(&mut self, lib: &Library, registered: Vec<(FunctionInfo, Function)>) {
-        let fns = registered
-            .into_iter()
-            .map(|(info, f)| (info.name, f))
-            .collect();
-        self.libs.insert(lib.name.clone(), (lib.code.clone(), fns));
+    /// Forgets a library this thread ran.
+    fn forget(&mut self, name: &[u8]) {
+        self.codes.remove(name);
+        if let Ok(key) = self.e.lua.create_string(name) {
+            let _ = self.compiled.raw_set(key, Lv::Nil);
+        }
     }
 }
 
@@ -343,50 +371,45 @@ fn with_engine<R>(
         let Some(engine) = slot.as_mut() else {
             return Err(b"ERR the Lua environment is not available".to_vec());
         };
+        // Libraries deleted or replaced since this thread ran them are dropped once they are
+        // as many as the libraries there (each check of a library compares its code first, so
+        // a stale one is never run): the cost of the sweep is spread over the changes.
         let version = functions.version();
         if engine.version_seen != version {
-            let current: HashMap<Vec<u8>, Arc<[u8]>> = functions
-                .libraries()
-                .into_iter()
-                .map(|l| (l.name.clone(), l.code.clone()))
-                .collect();
-            engine
-                .libs
-                .retain(|name, (code, _)| current.get(name).is_some_and(|c| Arc::ptr_eq(c, code)));
             engine.version_seen = version;
+            let (libraries, _) = functions.counts();
+            if engine.codes.len() > 2 * libraries + 16 {
+                let current: HashMap<Vec<u8>, Arc<[u8]>> = functions
+                    .libraries()
+                    .into_iter()
+                    .map(|l| (l.name.clone(), l.code.clone()))
+                    .collect();
+                let stale: Vec<Vec<u8>> = (engine.codes.iter())
+                    .filter(|(name, code)| {
+                        !current.get(*name).is_some_and(|c| Arc::ptr_eq(c, code))
+                    })
+                    .map(|(name, _)| name.clone())
+                    .collect();
+                for name in stale {
+                    engine.forget(&name);
+                }
+            }
         }
         f(engine)
     })
 }
 
-/// A library's code run on this thread: what it registered, to link and then [`remember`].
-pub(crate) struct Compiled(Vec<(FunctionInfo, Function)>);
-
-impl Compiled {
-    /// The functions registered.
-    pub(crate) fn infos(&self) -> Vec<FunctionInfo> {
-        self.0.iter().map(|(i, _)| i.clone()).collect()
-    }
-}
-
-/// Runs a library's code (`code[body..]`) on this thread, stopped past the load timeout when
-/// `timeout`.
+/// Runs the code of library `name` (`code[body..]`) on this thread, stopped past the load
+/// timeout when `timeout`; returns the functions it registered. This thread keeps them: its
+/// first call of one runs no code again if the library is linked as run.
 pub(crate) fn compile(
     functions: &Functions,
+    name: &[u8],
     code: &Arc<[u8]>,
     body: usize,
     timeout: bool,
-) -> Result<Compiled, Vec<u8>> {
-    with_engine(functions, |e| e.run_library(code, body, timeout)).map(Compiled)
-}
-
-/// Keeps what [`compile`] made for `lib`, now linked, so this thread's first call of it does
-/// not run its code again.
-pub(crate) fn remember(functions: &Functions, lib: &Library, compiled: Compiled) {
-    let _ = with_engine(functions, |e| {
-        e.keep(lib, compiled.0);
-        Ok(())
-    });
+) -> Result<Vec<FunctionInfo>, Vec<u8>> {
+    with_engine(functions, |e| e.run_library(name, code, body, timeout))
 }
 
 /// Bytes this thread's function Lua state holds (0 before its first use).

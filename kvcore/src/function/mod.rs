@@ -338,15 +338,14 @@ impl Functions {
         let (name, body) = metadata(code)?;
         self.registry().refuse_existing(&name, replace)?;
         let code: Arc<[u8]> = code.into();
-        let compiled = lua::compile(self, &code, body, !no_timeout)?;
+        let functions = lua::compile(self, &name, &code, body, !no_timeout)?;
         let lib = Library {
             name: name.clone(),
             code,
-            functions: compiled.infos(),
+            functions,
         };
-        let lib = self.registry().link(lib, replace)?;
+        self.registry().link(lib, replace)?;
         self.changed();
-        lua::remember(self, &lib, compiled);
         Ok(name)
     }
 
@@ -354,18 +353,17 @@ impl Functions {
     /// to those there by `policy`; all or nothing.
     pub fn restore(&self, codes: &[Vec<u8>], policy: Policy) -> Result<(), Vec<u8>> {
         let mut new = Registry::default();
-        let mut compiled = Vec::new();
         for code in codes {
             let (name, body) = metadata(code)?;
             new.refuse_existing(&name, false)?;
             let code: Arc<[u8]> = code.as_slice().into();
-            let c = lua::compile(self, &code, body, false)?;
+            let functions = lua::compile(self, &name, &code, body, false)?;
             let lib = Library {
                 name,
                 code,
-                functions: c.infos(),
+                functions,
             };
-            compiled.push((new.link(lib, false)?, c));
+            new.link(lib, false)?;
         }
         {
             let mut reg = self.registry();
@@ -375,9 +373,6 @@ impl Functions {
             }
         }
         self.changed();
-        for (lib, c) in compiled {
-            lua::remember(self, &lib, c);
-        }
         Ok(())
     }
 
