@@ -525,6 +525,30 @@ mod tests {
         );
     }
 
+    /// More functions than mlua's reference stack holds handles (about 8000), in one library
+    /// and over many: a thread keeps them in Lua (it panicked).
+    #[test]
+    fn thousands_of_functions_load_and_run() {
+        let mut db = Db::new();
+        let mut code = String::from("#!lua name=big\n");
+        for i in 0..9000 {
+            code.push_str(&format!(
+                "redis.register_function('b{i}', function() return {i} end)\n"
+            ));
+        }
+        assert_eq!(run(&mut db, &["FUNCTION", "LOAD", &code]), "big");
+        for i in 0..9000 {
+            let lib = format!(
+                "#!lua name=l{i}\nredis.register_function('f{i}', function() return {i} end)"
+            );
+            assert_eq!(run(&mut db, &["FUNCTION", "LOAD", &lib]), format!("l{i}"));
+        }
+        assert_eq!(run(&mut db, &["FCALL", "b8999", "0"]), "8999");
+        assert_eq!(run(&mut db, &["FCALL", "f8999", "0"]), "8999");
+        assert_eq!(run(&mut db, &["FUNCTION", "DELETE", "big"]), "OK");
+        assert_eq!(run(&mut db, &["FCALL", "f0", "0"]), "0");
+    }
+
     #[test]
     fn dump_restore_and_the_change_log() {
         let mut db = Db::new();
