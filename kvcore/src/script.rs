@@ -274,7 +274,9 @@ pub(crate) struct Engine {
     handler: Function,
     /// The prelude's helpers (`readonly`, `deny`), for a state that adds views of its own.
     pub(crate) api: Table,
-    compiled: HashMap<Sha, Function>,
+    /// Compiled scripts by SHA1, in Lua: the host holds few Lua values itself (mlua keeps each
+    /// on a stack of about 8000 slots; thousands of scripts would overflow it).
+    compiled: Table,
     pub(crate) flushes_seen: u64,
 }
 
@@ -576,6 +578,7 @@ impl Engine {
         let cjson: Table = api.get("cjson")?;
         cjson.raw_set("encode", encode)?;
         let runner_args: Function = api.get("runner_args")?;
+        let compiled = lua.create_table()?;
         Ok(Engine {
             lua,
             env,
@@ -585,15 +588,16 @@ impl Engine {
             runner_args,
             handler,
             api,
-            compiled: HashMap::new(),
+            compiled,
             flushes_seen: 0,
         })
     }
 
     /// The compiled function of `body` (named `sha`), or the compile error's text.
     fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
-        if let Some(f) = self.compiled.get(sha) {
-            return Ok(f.clone());
+        let key = self.lua.create_string(sha).map_err(internal)?;
+        if let Ok(Some(f)) = self.compiled.raw_get::<Option<Function>>(&key) {
+            return Ok(f);
         }
         shebang_flags(body)?;
         // A shebang line is skipped, its line feed kept (line numbers stay the user's).
@@ -613,7 +617,7 @@ impl Engine {
                 m.extend_from_slice(lua_error_text(&e).as_bytes());
                 m
             })?;
-        self.compiled.insert(*sha, f.clone());
+        self.compiled.raw_set(key, f.clone()).map_err(internal)?;
         Ok(f)
     }
 }

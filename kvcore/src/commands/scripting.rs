@@ -314,6 +314,24 @@ mod tests {
         String::from_utf8_lossy(&db.take_changes().unwrap_or_default()).into_owned()
     }
 
+    /// More scripts than mlua's reference stack holds handles (about 8000) stay loaded and
+    /// run: a thread keeps them in Lua (SCRIPT LOAD of thousands panicked the shard).
+    #[test]
+    fn thousands_of_scripts_load_and_run() {
+        let mut db = Db::new();
+        for i in 0..9000 {
+            let body = format!("return {i}");
+            assert!(matches!(
+                db.execute(&[b"SCRIPT", b"LOAD", body.as_bytes()]),
+                crate::Reply::Bulk(_)
+            ));
+        }
+        assert_eq!(
+            db.execute(&[b"EVAL", b"return 8999", b"0"]),
+            crate::Reply::Int(8999)
+        );
+    }
+
     /// A script's writes reach the change log as Redis propagates them: several between MULTI
     /// and EXEC, one bare, none at all for a script that only read.
     #[test]
