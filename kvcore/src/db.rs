@@ -61,6 +61,8 @@ pub struct Session {
     pub lapping: bool,
     /// The session of a Lua script's commands.
     pub in_script: bool,
+    /// A script's commands run past `maxmemory` (a function's `allow-oom` flag).
+    pub allow_oom: bool,
 }
 
 impl Session {
@@ -94,6 +96,7 @@ impl Default for Session {
             lap: None,
             lapping: false,
             in_script: false,
+            allow_oom: false,
         }
     }
 }
@@ -530,7 +533,7 @@ impl Db {
     /// `spec` with `argc` arguments, the error reply written to `w` if so. [`Db::admits`] is the
     /// one-branch form of "none of these applies" (given the arity and not DEBUG): a refusal
     /// added here must make it false too ([`Db::run_admitted`] checks that in debug builds).
-    fn refused(
+    pub(crate) fn refused(
         &self,
         session: &Session,
         spec: &commands::CommandSpec,
@@ -563,7 +566,7 @@ impl Db {
                 b"NOREPLICAS Not enough good replicas to write."
             });
             true
-        } else if self.refused_for_memory(spec.flags) {
+        } else if self.refused_for_memory(spec.flags) && !session.allow_oom {
             w.error(crate::OpError::OutOfMemory.message().as_bytes());
             true
         } else if self.rdb_failed && self.refused_for_disk(spec) {

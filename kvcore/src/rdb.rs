@@ -913,6 +913,56 @@ const OP_SELECTDB: u8 = 254;
 const OP_EOF: u8 = 255;
 const OP_SLOT_INFO: u8 = 244;
 
+/// A function library's record (Redis's `RDB_OPCODE_FUNCTION2` and the library's code, its
+/// shebang line included), as an RDB file holds it before its databases.
+pub fn function_record(out: &mut Vec<u8>, code: &[u8]) {
+    let mut w = Writer {
+        out: std::mem::take(out),
+        ..Writer::new()
+    };
+    w.out.push(OP_FUNCTION2);
+    w.string(code);
+    *out = w.out;
+}
+
+/// FUNCTION DUMP's payload: a [`function_record`] per library, then the RDB version and the
+/// CRC-64 as a DUMP payload ends.
+pub fn functions_dump<'a>(codes: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        function_record(&mut out, code);
+    }
+    out.extend_from_slice(&VERSION_BASE.to_le_bytes());
+    let crc = crc64(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The libraries' code in a FUNCTION DUMP payload, or FUNCTION RESTORE's error text (without
+/// `ERR`) for a payload it refuses.
+pub fn functions_restore(payload: &[u8]) -> std::result::Result<Vec<Vec<u8>>, &'static str> {
+    let n = payload.len();
+    let footer_ok = n >= 10
+        && u16::from_le_bytes([payload[n - 10], payload[n - 9]]) <= VERSION_MAX
+        && u64::from_le_bytes(payload[n - 8..].try_into().unwrap_or_default())
+            == crc64(&payload[..n - 8]);
+    if !footer_ok {
+        return Err("DUMP payload version or checksum are wrong");
+    }
+    let mut r = Reader::new(&payload[..n - 10]);
+    let mut codes = Vec::new();
+    while r.pos < r.buf.len() {
+        match r.byte() {
+            Ok(OP_FUNCTION2) => {}
+            Ok(OP_FUNCTION_PRE_GA) => return Err("Pre-GA function format not supported"),
+            Ok(_) => return Err("given type is not a function"),
+            Err(_) => return Err("can not read data type"),
+        }
+        codes.push(r.string().map_err(|_| "Failed loading library payload")?);
+    }
+    Ok(codes)
+}
+
 /// One key's record of an RDB file: its deadline (if any), type, name and value. Returns the
 /// RDB version the value needs.
 pub fn key_record<'a>(
@@ -1078,6 +1128,8 @@ pub struct LoadStats {
     pub loaded: u64,
     /// Keys skipped because their deadline had passed.
     pub expired: u64,
+    /// The code of each function library the file holds, in its order.
+    pub functions: Vec<Vec<u8>>,
 }
 
 /// Reads a whole RDB file (versions 1 to [`VERSION_MAX`]), checking its CRC-64 first (unless
@@ -1175,9 +1227,11 @@ pub fn load_file(
                 }
             }
             OP_MODULE_AUX => return Err(fail(start, "module data is not supported")),
-            OP_FUNCTION2 | OP_FUNCTION_PRE_GA => {
-                return Err(fail(start, "functions are not supported"))
+            OP_FUNCTION2 => {
+                let code = r.string().map_err(|e| at(&r, e))?;
+                stats.functions.push(code);
             }
+            OP_FUNCTION_PRE_GA => return Err(fail(start, "Pre-GA function format not supported")),
             ty => {
                 let key = r.string().map_err(|e| at(&r, e))?;
                 let value = r.value(ty, limits, now_ms).map_err(|e| match e {

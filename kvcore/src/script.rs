@@ -100,19 +100,45 @@ pub fn shebang_flags(body: &[u8]) -> Result<Option<Vec<&[u8]>>, Vec<u8>> {
     Ok(Some(flags))
 }
 
-/// Bodies of the scripts EVAL and SCRIPT LOAD have seen, by SHA1. Cloning shares it.
+/// The scripting state stores share: bodies of the scripts EVAL and SCRIPT LOAD have seen, by
+/// SHA1, and the function libraries (FUNCTION LOAD). Cloning shares it.
 #[derive(Clone, Default)]
-pub struct ScriptCache(Arc<Mutex<CacheInner>>, Arc<Running>);
+pub struct ScriptCache(
+    Arc<Mutex<CacheInner>>,
+    Arc<Running>,
+    crate::function::Functions,
+);
 
-/// Scripts running now, on any store sharing the cache, for SCRIPT KILL.
+/// Scripts running now, on any store sharing the cache, for SCRIPT KILL (or FUNCTION KILL).
 #[derive(Default)]
-struct Running {
+pub(crate) struct Running {
     /// Scripts running.
-    scripts: std::sync::atomic::AtomicUsize,
+    pub(crate) scripts: std::sync::atomic::AtomicUsize,
     /// Those of them that have not written yet (SCRIPT KILL may stop these).
     clean: std::sync::atomic::AtomicUsize,
     /// SCRIPT KILL calls so far: a clean script started before the latest one stops.
     kills: std::sync::atomic::AtomicU64,
+}
+
+impl Running {
+    /// KILL: stops the running scripts that have not written. `Err` is Redis's reply when
+    /// none can be stopped.
+    pub(crate) fn kill(&self) -> Result<(), &'static [u8]> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.scripts.load(SeqCst) == 0 {
+            return Err(b"NOTBUSY No scripts in execution right now.");
+        }
+        if self.clean.load(SeqCst) == 0 {
+            return Err(b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
+        }
+        self.kills.fetch_add(1, SeqCst);
+        Ok(())
+    }
+
+    /// Whether a script is running.
+    pub(crate) fn busy(&self) -> bool {
+        self.scripts.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
 }
 
 #[derive(Default)]
@@ -168,15 +194,20 @@ impl ScriptCache {
     /// than theirs: a script runs to its end on its own). `Err` is Redis's reply when none can
     /// be stopped.
     pub fn kill(&self) -> Result<(), &'static [u8]> {
-        use std::sync::atomic::Ordering::SeqCst;
-        if self.1.scripts.load(SeqCst) == 0 {
-            return Err(b"NOTBUSY No scripts in execution right now.");
+        if !self.1.busy() && self.2.running().busy() {
+            return Err(b"BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.");
         }
-        if self.1.clean.load(SeqCst) == 0 {
-            return Err(b"UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.");
-        }
-        self.1.kills.fetch_add(1, SeqCst);
-        Ok(())
+        self.1.kill()
+    }
+
+    /// Whether an EVAL script is running (on any store sharing the cache).
+    pub(crate) fn eval_busy(&self) -> bool {
+        self.1.busy()
+    }
+
+    /// The function libraries (FUNCTION LOAD, FCALL), shared as the scripts are.
+    pub fn functions(&self) -> &crate::function::Functions {
+        &self.2
     }
 
     /// SCRIPT FLUSH: forgets every script.
@@ -203,6 +234,10 @@ pub trait Caller {
         proto: crate::resp::Proto,
         out: &mut Vec<u8>,
     ) -> Result<(), Vec<u8>>;
+
+    /// Whether the script's commands may run past `maxmemory` (a function's `allow-oom`
+    /// flag); none may unless told.
+    fn allow_oom(&mut self, _on: bool) {}
 }
 
 /// How a script ends: its reply is written to the writer given to [`run`].
@@ -223,20 +258,26 @@ pub enum Source<'a> {
 }
 
 /// A thread's Lua state and what it compiled.
-struct Engine {
-    lua: Lua,
+pub(crate) struct Engine {
+    pub(crate) lua: Lua,
     /// The view scripts run in (read-only, errors on missing globals).
-    env: Table,
+    pub(crate) env: Table,
     /// The real globals, where KEYS and ARGV are set before each run.
-    globals: Table,
+    pub(crate) globals: Table,
     /// The real `redis` table: `call` and `pcall` are set in it for the length of a run.
     redis: Table,
     /// `function(f, handler) return xpcall(f, handler) end`.
     runner: Function,
+    /// `function(f, handler, keys, args)`: `f(keys, args)` under `xpcall` (functions).
+    runner_args: Function,
     /// Redis's error handler: adds the source and line to an error.
     handler: Function,
-    compiled: HashMap<Sha, Function>,
-    flushes_seen: u64,
+    /// The prelude's helpers (`readonly`, `deny`), for a state that adds views of its own.
+    pub(crate) api: Table,
+    /// Compiled scripts by SHA1, in Lua: the host holds few Lua values itself (mlua keeps each
+    /// on a stack of about 8000 slots; thousands of scripts would overflow it).
+    compiled: Table,
+    pub(crate) flushes_seen: u64,
 }
 
 /// Lua source of the environment; run once per state with the full libraries, it returns the
@@ -462,11 +503,16 @@ local function handler(err)
 end
 
 local function runner(f, h) return xpcall(f, h) end
+api.runner_args = function(f, h, keys, args)
+  return xpcall(function() return f(keys, args) end, h)
+end
+api.readonly = readonly
+api.real_of = real_of
 return env, runner, handler, api, redis
 "#;
 
 impl Engine {
-    fn new() -> mlua::Result<Engine> {
+    pub(crate) fn new() -> mlua::Result<Engine> {
         let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::OS | StdLib::DEBUG;
         // SAFETY: `debug` is the one unsafe library loaded; the prelude keeps only its
         // `getinfo` (in the error handler's upvalue) and removes it from the globals before
@@ -531,22 +577,27 @@ impl Engine {
         })?;
         let cjson: Table = api.get("cjson")?;
         cjson.raw_set("encode", encode)?;
+        let runner_args: Function = api.get("runner_args")?;
+        let compiled = lua.create_table()?;
         Ok(Engine {
             lua,
             env,
             globals,
             redis,
             runner,
+            runner_args,
             handler,
-            compiled: HashMap::new(),
+            api,
+            compiled,
             flushes_seen: 0,
         })
     }
 
     /// The compiled function of `body` (named `sha`), or the compile error's text.
     fn function(&mut self, sha: &Sha, body: &[u8]) -> Result<Function, Vec<u8>> {
-        if let Some(f) = self.compiled.get(sha) {
-            return Ok(f.clone());
+        let key = self.lua.create_string(sha).map_err(internal)?;
+        if let Ok(Some(f)) = self.compiled.raw_get::<Option<Function>>(&key) {
+            return Ok(f);
         }
         shebang_flags(body)?;
         // A shebang line is skipped, its line feed kept (line numbers stay the user's).
@@ -566,7 +617,7 @@ impl Engine {
                 m.extend_from_slice(lua_error_text(&e).as_bytes());
                 m
             })?;
-        self.compiled.insert(*sha, f.clone());
+        self.compiled.raw_set(key, f.clone()).map_err(internal)?;
         Ok(f)
     }
 }
@@ -721,7 +772,7 @@ fn bit_library(lua: &Lua) -> mlua::Result<Table> {
 }
 
 /// The message of a Lua error as Lua wrote it (mlua adds context around some kinds).
-fn lua_error_text(e: &mlua::Error) -> String {
+pub(crate) fn lua_error_text(e: &mlua::Error) -> String {
     match e {
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         // mlua appends a traceback to an error coming out of Lua code; Redis shows none.
@@ -885,79 +936,16 @@ pub fn run(
     };
     let result = with_engine(cache, |e| -> Result<(), Vec<u8>> {
         let f = e.function(&sha, body_bytes)?;
-        set_array(&e.lua, &e.globals, "KEYS", keys).map_err(internal)?;
-        set_array(&e.lua, &e.globals, "ARGV", argv).map_err(internal)?;
-        let caller = RefCell::new(caller);
-        let run = RunGuard::start(&cache.1);
-        let wrote = run.wrote.clone();
-        let (running, since) = (cache.1.clone(), run.since);
-        // Every 100k instructions: stop if SCRIPT KILL came after the start and nothing was
-        // written (and on every later check, so a pcall cannot swallow it).
-        e.lua
-            .set_hook(
-                mlua::HookTriggers::new().every_nth_instruction(100_000),
-                move |_, _| {
-                    use std::sync::atomic::Ordering::SeqCst;
-                    if !wrote.get() && running.kills.load(SeqCst) != since {
-                        return Err(mlua::Error::external(ScriptError(KILLED.to_vec())));
-                    }
-                    Ok(mlua::VmState::Continue)
-                },
-            )
-            .map_err(internal)?;
-        let ran = e.lua.scope(|scope| {
-            let call = scope.create_function(|lua, args: MultiValue| {
-                let (v, failed) =
-                    call_command(lua, *caller.borrow_mut(), read_only, true, args, &run)?;
-                match (failed, v) {
-                    (true, Lv::Table(t)) => {
-                        let text: mlua::String = t.raw_get("err")?;
-                        Err(mlua::Error::external(ScriptError(text.as_bytes().to_vec())))
-                    }
-                    (_, v) => Ok(v),
-                }
-            })?;
-            let pcall = scope.create_function(|lua, args: MultiValue| {
-                Ok(call_command(lua, *caller.borrow_mut(), read_only, false, args, &run)?.0)
-            })?;
-            let setresp = scope.create_function(|_, args: MultiValue| {
-                let fail = |m: &[u8]| Err(mlua::Error::external(ScriptError(m.to_vec())));
-                if args.len() != 1 {
-                    return fail(b"ERR redis.setresp() requires one argument.");
-                }
-                let n = match args.front() {
-                    Some(Lv::Integer(i)) => *i as f64,
-                    Some(Lv::Number(n)) => *n,
-                    Some(Lv::String(s)) => s
-                        .to_str()
-                        .ok()
-                        .and_then(|s| s.trim().parse().ok())
-                        .unwrap_or(0.0),
-                    _ => 0.0,
-                };
-                match n as i64 {
-                    2 => run.resp3.set(false),
-                    3 => run.resp3.set(true),
-                    _ => return fail(b"ERR RESP version must be 2 or 3."),
-                }
-                Ok(())
-            })?;
-            e.redis.raw_set("call", call)?;
-            e.redis.raw_set("pcall", pcall)?;
-            e.redis.raw_set("setresp", setresp)?;
-            let (ok, value): (bool, Lv) = e.runner.call((f.clone(), e.handler.clone()))?;
-            e.redis.raw_set("call", Lv::Nil)?;
-            e.redis.raw_set("pcall", Lv::Nil)?;
-            e.redis.raw_set("setresp", Lv::Nil)?;
-            if ok {
-                write_value(w, &value, 0, run.resp3.get());
-            } else {
-                write_error(w, &value, &sha);
-            }
-            Ok(())
-        });
-        e.lua.remove_hook();
-        ran.map_err(internal)
+        let run = Run {
+            keys,
+            argv,
+            as_args: false,
+            label: &sha,
+            eval: true,
+            read_only,
+            running: &cache.1,
+        };
+        run_in(e, &f, run, caller, w)
     });
     if let Err(e) = result {
         w.error(&e);
@@ -968,8 +956,134 @@ pub fn run(
     Outcome::Ran
 }
 
+/// One run of compiled code: what it gets and how its errors are labelled.
+pub(crate) struct Run<'a> {
+    /// Its keys.
+    pub(crate) keys: &'a [&'a [u8]],
+    /// Its other arguments.
+    pub(crate) argv: &'a [&'a [u8]],
+    /// Keys and arguments as the function's two arguments (FCALL), not KEYS and ARGV.
+    pub(crate) as_args: bool,
+    /// What errors name: the script's SHA1, or the function's name.
+    pub(crate) label: &'a [u8],
+    /// An EVAL script (a run-time error that is no table says `f_<sha>`).
+    pub(crate) eval: bool,
+    /// Commands that write are refused.
+    pub(crate) read_only: bool,
+    /// The running count SCRIPT KILL (or FUNCTION KILL) looks at.
+    pub(crate) running: &'a Arc<Running>,
+}
+
+/// Runs `f` on engine `e`: `caller` runs its commands, the reply goes to `w`; `Err` is an
+/// error of the engine itself (the script's own errors are replies).
+pub(crate) fn run_in(
+    e: &mut Engine,
+    f: &Function,
+    r: Run<'_>,
+    caller: &mut dyn Caller,
+    w: &mut ReplyWriter<'_>,
+) -> Result<(), Vec<u8>> {
+    let Run {
+        keys,
+        argv,
+        as_args,
+        label,
+        eval,
+        read_only,
+        running,
+    } = r;
+    if !as_args {
+        set_array(&e.lua, &e.globals, "KEYS", keys).map_err(internal)?;
+        set_array(&e.lua, &e.globals, "ARGV", argv).map_err(internal)?;
+    }
+    let caller = RefCell::new(caller);
+    let run = RunGuard::start(running);
+    let wrote = run.wrote.clone();
+    let (running, since) = (running.clone(), run.since);
+    // Every 100k instructions: stop if a KILL came after the start and nothing was
+    // written (and on every later check, so a pcall cannot swallow it).
+    e.lua
+        .set_hook(
+            mlua::HookTriggers::new().every_nth_instruction(100_000),
+            move |_, _| {
+                use std::sync::atomic::Ordering::SeqCst;
+                if !wrote.get() && running.kills.load(SeqCst) != since {
+                    return Err(mlua::Error::external(ScriptError(KILLED.to_vec())));
+                }
+                Ok(mlua::VmState::Continue)
+            },
+        )
+        .map_err(internal)?;
+    let ran = e.lua.scope(|scope| {
+        let call = scope.create_function(|lua, args: MultiValue| {
+            let (v, failed) = call_command(lua, *caller.borrow_mut(), read_only, true, args, &run)?;
+            match (failed, v) {
+                (true, Lv::Table(t)) => {
+                    let text: mlua::String = t.raw_get("err")?;
+                    Err(mlua::Error::external(ScriptError(text.as_bytes().to_vec())))
+                }
+                (_, v) => Ok(v),
+            }
+        })?;
+        let pcall = scope.create_function(|lua, args: MultiValue| {
+            Ok(call_command(lua, *caller.borrow_mut(), read_only, false, args, &run)?.0)
+        })?;
+        let setresp = scope.create_function(|_, args: MultiValue| {
+            let fail = |m: &[u8]| Err(mlua::Error::external(ScriptError(m.to_vec())));
+            if args.len() != 1 {
+                return fail(b"ERR redis.setresp() requires one argument.");
+            }
+            let n = match args.front() {
+                Some(Lv::Integer(i)) => *i as f64,
+                Some(Lv::Number(n)) => *n,
+                Some(Lv::String(s)) => s
+                    .to_str()
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(0.0),
+                _ => 0.0,
+            };
+            match n as i64 {
+                2 => run.resp3.set(false),
+                3 => run.resp3.set(true),
+                _ => return fail(b"ERR RESP version must be 2 or 3."),
+            }
+            Ok(())
+        })?;
+        e.redis.raw_set("call", call)?;
+        e.redis.raw_set("pcall", pcall)?;
+        e.redis.raw_set("setresp", setresp)?;
+        let (ok, value): (bool, Lv) = if as_args {
+            let k = e.lua.create_sequence_from(
+                keys.iter()
+                    .map(|k| e.lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            let a = e.lua.create_sequence_from(
+                argv.iter()
+                    .map(|k| e.lua.create_string(k))
+                    .collect::<mlua::Result<Vec<_>>>()?,
+            )?;
+            e.runner_args.call((f.clone(), e.handler.clone(), k, a))?
+        } else {
+            e.runner.call((f.clone(), e.handler.clone()))?
+        };
+        e.redis.raw_set("call", Lv::Nil)?;
+        e.redis.raw_set("pcall", Lv::Nil)?;
+        e.redis.raw_set("setresp", Lv::Nil)?;
+        if ok {
+            write_value(w, &value, 0, run.resp3.get());
+        } else {
+            write_error(w, &value, label, eval);
+        }
+        Ok(())
+    });
+    e.lua.remove_hook();
+    ran.map_err(internal)
+}
+
 /// One script's entry in [`Running`], left when dropped.
-struct RunGuard {
+pub(crate) struct RunGuard {
     running: Arc<Running>,
     /// The SCRIPT KILL count when the script started.
     since: u64,
@@ -1023,7 +1137,7 @@ const KILLED: &[u8] = b"ERR Script killed by user with SCRIPT KILL...";
 
 /// An error reply `redis.call` raises: the text of the `err` field of Redis's error table.
 #[derive(Debug)]
-struct ScriptError(Vec<u8>);
+pub(crate) struct ScriptError(pub(crate) Vec<u8>);
 
 impl std::fmt::Display for ScriptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1035,7 +1149,7 @@ impl std::error::Error for ScriptError {}
 
 /// The text of an error a Rust function raised into Lua: a [`ScriptError`]'s own, else the
 /// error's message with ERR before it.
-fn script_error_text(e: &mlua::Error) -> Vec<u8> {
+pub(crate) fn script_error_text(e: &mlua::Error) -> Vec<u8> {
     match e {
         mlua::Error::ExternalError(inner) => match inner.downcast_ref::<ScriptError>() {
             Some(s) => s.0.clone(),
@@ -1046,14 +1160,14 @@ fn script_error_text(e: &mlua::Error) -> Vec<u8> {
     }
 }
 
-fn internal(e: mlua::Error) -> Vec<u8> {
+pub(crate) fn internal(e: mlua::Error) -> Vec<u8> {
     let mut m = b"ERR Error running script: ".to_vec();
     m.extend_from_slice(one_line(lua_error_text(&e).as_bytes()).as_slice());
     m
 }
 
 /// `text` with CR and LF turned into spaces (a reply line may hold neither).
-fn one_line(text: &[u8]) -> Vec<u8> {
+pub(crate) fn one_line(text: &[u8]) -> Vec<u8> {
     text.iter()
         .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
         .collect()
@@ -1328,14 +1442,17 @@ fn truncate(n: f64) -> i64 {
 }
 
 /// A failed run's reply: the error table's message with where it happened.
-fn write_error(w: &mut ReplyWriter<'_>, err: &Lv, sha: &Sha) {
+fn write_error(w: &mut ReplyWriter<'_>, err: &Lv, label: &[u8], eval: bool) {
     let Lv::Table(t) = err else {
         let text = match err {
             Lv::String(s) => s.to_string_lossy(),
             _ => "execution failure".to_string(),
         };
-        let mut m = b"ERR Error running script f_".to_vec();
-        m.extend_from_slice(sha);
+        let mut m = b"ERR Error running script ".to_vec();
+        if eval {
+            m.extend_from_slice(b"f_");
+        }
+        m.extend_from_slice(label);
         m.extend_from_slice(b", ");
         m.extend_from_slice(one_line(&text.as_bytes()[..text.len().min(100)]).as_slice());
         return w.error(&m);
@@ -1351,7 +1468,7 @@ fn write_error(w: &mut ReplyWriter<'_>, err: &Lv, sha: &Sha) {
     let mut m = field("err").unwrap_or_default();
     if let (Some(source), Some(line)) = (field("source"), field("line")) {
         m.extend_from_slice(b" script: ");
-        m.extend_from_slice(sha);
+        m.extend_from_slice(label);
         m.extend_from_slice(b", on ");
         m.extend_from_slice(&source);
         m.push(b':');

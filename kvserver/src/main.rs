@@ -222,6 +222,9 @@ fn run(opts: Options) -> Result<(), String> {
         None => persist::load(&opts, n)?,
     };
     let global = Arc::new(Global::new(opts));
+    (global.scripts.functions())
+        .restore(&stats.functions, kvcore::function::Policy::Replace)
+        .map_err(|e| format!("can't load the functions: {}", String::from_utf8_lossy(&e)))?;
     if aof_on {
         persist::aof::start(&global)?;
     }

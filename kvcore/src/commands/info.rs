@@ -219,14 +219,23 @@ impl Db {
                 line("used_memory_lua_human", &human_bytes(lua));
                 line("used_memory_scripts_eval", &scripts);
                 line("number_of_cached_scripts", &self.scripts.len());
-                line("number_of_functions", &0);
-                line("number_of_libraries", &0);
-                line("used_memory_vm_functions", &0);
-                line("used_memory_vm_total", &lua);
-                line("used_memory_vm_total_human", &human_bytes(lua));
-                line("used_memory_functions", &0);
-                line("used_memory_scripts", &scripts);
-                line("used_memory_scripts_human", &human_bytes(scripts));
+                let (libraries, functions) = self.scripts.functions().counts();
+                let vm_functions = agg.functions_lua_memory as u64;
+                let fn_bytes = self.scripts.functions().memory() as u64;
+                line("number_of_functions", &functions);
+                line("number_of_libraries", &libraries);
+                line("used_memory_vm_functions", &vm_functions);
+                line("used_memory_vm_total", &(lua + vm_functions));
+                line(
+                    "used_memory_vm_total_human",
+                    &human_bytes(lua + vm_functions),
+                );
+                line("used_memory_functions", &fn_bytes);
+                line("used_memory_scripts", &(scripts + fn_bytes));
+                line(
+                    "used_memory_scripts_human",
+                    &human_bytes(scripts + fn_bytes),
+                );
                 line("maxmemory", &maxmemory);
                 line("maxmemory_human", &human_bytes(maxmemory));
                 line("maxmemory_policy", &cfg("maxmemory-policy"));

@@ -81,7 +81,8 @@ impl CommandSpec {
             "zunion" | "zinter" | "zdiff" | "zintercard" | "zmpop" | "lmpop" | "sintercard" => {
                 numkeys(args, 1)
             }
-            "bzmpop" | "blmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" => numkeys(args, 2),
+            "bzmpop" | "blmpop" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall"
+            | "fcall_ro" => numkeys(args, 2),
             "xread" | "xreadgroup" => super::stream::read_key_positions(args)
                 .into_iter()
                 .collect(),

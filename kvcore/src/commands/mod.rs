@@ -12,6 +12,7 @@ pub mod blocking;
 mod connection;
 pub mod docs;
 mod dump;
+mod functions;
 mod geo;
 mod hash;
 mod hyperloglog;
@@ -68,6 +69,7 @@ pub(crate) use scripting::noscript_subcommand as scripting_noscript_subcommand;
 
 /// What a server needs to run a script whose commands reach several shards.
 pub mod scripting_api {
+    pub use super::functions::fcall_refused;
     pub use super::scripting::{is_script_command, run_script_with, script_session, NOT_LOCAL};
 }
 /// INFO over several shards.
@@ -244,6 +246,7 @@ fn families() -> impl Iterator<Item = &'static CommandSpec> {
         .chain(hyperloglog::COMMANDS)
         .chain(monitoring::COMMANDS)
         .chain(scripting::COMMANDS)
+        .chain(functions::COMMANDS)
 }
 
 struct Table {

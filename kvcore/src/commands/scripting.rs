@@ -73,9 +73,9 @@ fn evalsha_ro(c: &mut Ctx<'_>, a: &[&[u8]]) {
 
 /// Commands a script runs on the store it was called on, with a session of its own (its
 /// SELECT stays in the script) speaking RESP2.
-struct StoreCaller<'a> {
-    db: &'a mut Db,
-    session: Session,
+pub(super) struct StoreCaller<'a> {
+    pub(super) db: &'a mut Db,
+    pub(super) session: Session,
 }
 
 impl Caller for StoreCaller<'_> {
@@ -95,6 +95,10 @@ impl Caller for StoreCaller<'_> {
         }
         self.db.dispatch(&mut self.session, args, out);
         Ok(())
+    }
+
+    fn allow_oom(&mut self, on: bool) {
+        self.session.allow_oom = on;
     }
 }
 
@@ -154,13 +158,18 @@ pub fn script_session(caller: &Session) -> Session {
     }
 }
 
-/// Whether `name` (lowercase) is EVAL, EVALSHA or a read-only form.
+/// Whether `name` (lowercase) is EVAL, EVALSHA, FCALL or a read-only form.
 pub fn is_script_command(name: &str) -> bool {
-    matches!(name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro")
+    matches!(
+        name,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
 }
 
-/// EVAL, EVALSHA, EVAL_RO or EVALSHA_RO (`a[0]`) with its commands run through `caller`, for a
-/// host that runs a script's commands itself (a server whose keys live on several stores).
+/// EVAL, EVALSHA, FCALL or a read-only form (`a[0]`) with its commands run through `caller`,
+/// for a host that runs a script's commands itself (a server whose keys live on several
+/// stores). An FCALL's refusals by its function's flags are the host's to check first
+/// ([`super::functions::fcall_refused`]).
 pub fn run_script_with(
     cache: &script::ScriptCache,
     a: &[&[u8]],
@@ -168,6 +177,9 @@ pub fn run_script_with(
     w: &mut crate::resp::ReplyWriter<'_>,
 ) {
     let name = a[0].to_ascii_lowercase();
+    if name.starts_with(b"fcall") {
+        return super::functions::fcall_with(cache, a, caller, w);
+    }
     let by_sha = name.starts_with(b"evalsha");
     let read_only = name.ends_with(b"_ro");
     run_with(cache, a, by_sha, read_only, caller, w);
@@ -300,6 +312,24 @@ mod tests {
     fn logged(db: &mut Db, args: &[&[u8]]) -> String {
         db.execute(args);
         String::from_utf8_lossy(&db.take_changes().unwrap_or_default()).into_owned()
+    }
+
+    /// More scripts than mlua's reference stack holds handles (about 8000) stay loaded and
+    /// run: a thread keeps them in Lua (SCRIPT LOAD of thousands panicked the shard).
+    #[test]
+    fn thousands_of_scripts_load_and_run() {
+        let mut db = Db::new();
+        for i in 0..9000 {
+            let body = format!("return {i}");
+            assert!(matches!(
+                db.execute(&[b"SCRIPT", b"LOAD", body.as_bytes()]),
+                crate::Reply::Bulk(_)
+            ));
+        }
+        assert_eq!(
+            db.execute(&[b"EVAL", b"return 8999", b"0"]),
+            crate::Reply::Int(8999)
+        );
     }
 
     /// A script's writes reach the change log as Redis propagates them: several between MULTI

@@ -510,6 +510,8 @@ pub struct ShardStats {
     pub subexpiry: Vec<usize>,
     /// Bytes the Lua state of this store's thread holds (INFO `used_memory_lua`).
     pub lua_memory: usize,
+    /// Bytes this store's thread's function Lua state holds.
+    pub functions_lua_memory: usize,
 }
 
 impl ShardStats {
@@ -539,6 +541,7 @@ impl ShardStats {
         self.telemetry.merge(&o.telemetry);
         self.watched_keys += o.watched_keys;
         self.lua_memory += o.lua_memory;
+        self.functions_lua_memory += o.functions_lua_memory;
         if self.subexpiry.len() < o.subexpiry.len() {
             self.subexpiry.resize(o.subexpiry.len(), 0);
         }
@@ -576,6 +579,7 @@ impl Db {
                 .collect(),
             rehashing: self.dbs.iter().filter(|k| k.table_overhead().2).count(),
             lua_memory: crate::script::lua_memory(&self.scripts),
+            functions_lua_memory: self.scripts.functions().lua_memory(),
         }
     }
 

@@ -534,6 +534,22 @@ fn split_args(
     }
 }
 
+/// The words of `line` as Redis's `sdssplitargs` splits them (quotes and escapes), or `None`
+/// for unbalanced quotes.
+pub fn split_words(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut scratch = Vec::new();
+    let mut toks = SmallVec::new();
+    split_args(line, &mut scratch, &mut toks).ok()?;
+    Some(
+        toks.iter()
+            .map(|t| match *t {
+                Tok::Line(a, b) => line.get(a..b).unwrap_or_default().to_vec(),
+                Tok::Scratch(a, b) => scratch.get(a..b).unwrap_or_default().to_vec(),
+            })
+            .collect(),
+    )
+}
+
 /// Runs `sdssplitargs`'s word loop from `i` (on an opening quote) to the
 /// end of the word; returns the index after the byte that ended it.
 #[deny(

@@ -44,7 +44,7 @@ pub fn spans_shards(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
     }
 }
 
-/// Runs EVAL/EVALSHA (any form) holding every key of every shard; `held`: a transaction
+/// Runs EVAL/EVALSHA/FCALL (any form) holding every key of every shard; `held`: a transaction
 /// already holds them.
 pub async fn run_everywhere(
     shard: &Rc<Shard>,
@@ -57,9 +57,20 @@ pub async fn run_everywhere(
     if !held {
         tx::lock(shard, &locks).await;
     }
-    {
+    let refused = {
         let mut db = shard.db.borrow_mut();
         db.refresh_clock();
+        scripting_api::fcall_refused(&db, session, args)
+    };
+    if let Some(refused) = refused {
+        out.extend_from_slice(&refused);
+        if !held {
+            tx::unlock(shard, locks).await;
+        }
+        return;
+    }
+    {
+        let mut db = shard.db.borrow_mut();
         let cache = db.scripts.clone();
         let mut caller = ShardCaller {
             shard: shard.as_ref(),
@@ -147,5 +158,9 @@ impl Caller for ShardCaller<'_> {
             _ => self.db.dispatch(&mut self.session, args, out),
         }
         Ok(())
+    }
+
+    fn allow_oom(&mut self, on: bool) {
+        self.session.allow_oom = on;
     }
 }

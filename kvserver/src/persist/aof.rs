@@ -299,8 +299,17 @@ pub fn load(opts: &Options, shards: usize) -> Result<Option<Loaded>, String> {
         if base.ends_with(".rdb") || bytes.starts_with(b"REDIS") {
             let limits = db.rdb_limits();
             let mut keys = Vec::new();
-            rdb::load_file(&bytes, limits, 0, config.databases, |k| keys.push(k))
+            let stats = rdb::load_file(&bytes, limits, 0, config.databases, |k| keys.push(k))
                 .map_err(|e| format!("can't load {}: {e}", path.display()))?;
+            (db.scripts.functions())
+                .restore(&stats.functions, kvcore::function::Policy::Append)
+                .map_err(|e| {
+                    format!(
+                        "can't load the functions of {}: {}",
+                        path.display(),
+                        String::from_utf8_lossy(&e)
+                    )
+                })?;
             for k in keys {
                 db.load_key(k);
             }
@@ -358,6 +367,10 @@ pub fn load(opts: &Options, shards: usize) -> Result<Option<Loaded>, String> {
         rdb::LoadStats {
             loaded,
             expired,
+            // The libraries the base and the commands left.
+            functions: (db.scripts.functions().libraries().iter())
+                .map(|l| l.code.to_vec())
+                .collect(),
             ..Default::default()
         },
     )))

@@ -531,11 +531,12 @@ fn load_path(
 /// (unless NOFLUSH or MERGE) and loads the file back, with every key of every shard locked
 /// meanwhile, as Redis does it with the whole server stopped.
 pub async fn debug_reload(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
-    let (mut save, mut flush) = (true, true);
+    let (mut save, mut flush, mut merge) = (true, true, false);
     for a in &args[2..] {
         let a = a.to_ascii_uppercase();
         match a.as_slice() {
-            b"MERGE" | b"NOFLUSH" => flush = false,
+            b"MERGE" => (flush, merge) = (false, true),
+            b"NOFLUSH" => flush = false,
             b"NOSAVE" => save = false,
             _ => {
                 w.error(b"ERR DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.");
@@ -546,7 +547,7 @@ pub async fn debug_reload(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>
     for s in 0..shard.n {
         shard.lock(s, vec![EVERY_KEY], true).await;
     }
-    let r = reload_locked(shard, save, flush).await;
+    let r = reload_locked(shard, save, flush, merge).await;
     for s in 0..shard.n {
         shard.unlock(s, vec![EVERY_KEY], true).await;
     }
@@ -562,7 +563,7 @@ pub async fn debug_reload(shard: &Shard, args: &[&[u8]], w: &mut ReplyWriter<'_>
     }
 }
 
-async fn reload_locked(shard: &Shard, save: bool, flush: bool) -> Result<(), String> {
+async fn reload_locked(shard: &Shard, save: bool, flush: bool, merge: bool) -> Result<(), String> {
     if save {
         claim_when_free(shard).await;
         run_save(shard, Cut::Held, false, || {})
@@ -572,6 +573,22 @@ async fn reload_locked(shard: &Shard, save: bool, flush: bool) -> Result<(), Str
     let config = shard.db.borrow().config.clone();
     let (by_shard, stats) = load_path(&file_of(&config), &config, shard.n)
         .map_err(|_| "ERR Error trying to load the RDB dump, check server logs.".to_string())?;
+    // The functions as Redis loads them: flushed first, or merged (a library of the same name
+    // replaced), or added (one of the same name fails the load).
+    let policy = match (flush, merge) {
+        (true, _) => kvcore::function::Policy::Flush,
+        (false, true) => kvcore::function::Policy::Replace,
+        (false, false) => kvcore::function::Policy::Append,
+    };
+    let functions = shard.db.borrow().scripts.functions().clone();
+    functions.restore(&stats.functions, policy).map_err(|e| {
+        crate::log!(
+            3,
+            "Failed loading the functions: {}",
+            String::from_utf8_lossy(&e)
+        );
+        "ERR Error trying to load the RDB dump, check server logs.".to_string()
+    })?;
     let g = &shard.global;
     g.loaded_keys.store(stats.loaded, Ordering::Relaxed);
     g.loaded_expired.store(stats.expired, Ordering::Relaxed);

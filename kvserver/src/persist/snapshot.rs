@@ -161,6 +161,8 @@ pub async fn write_as(
         (version, dirty, sizes)
     })
     .await;
+    // The function libraries at the cut (their changes wait for the cut's locks).
+    let functions = shard.db.borrow().scripts.functions().libraries();
     on_cut();
     if cut != Cut::Held {
         for s in 0..n {
@@ -169,9 +171,17 @@ pub async fn write_as(
     }
     let version = begun.iter().map(|b| b.0).max().unwrap_or(rdb::VERSION_BASE);
     let header = if commands {
-        Vec::new()
+        // An AOF base of commands loads the libraries first, as Redis's rewrite does.
+        let mut h = Vec::new();
+        for lib in &functions {
+            kvcore::changes::encode(&mut h, &[b"FUNCTION", b"LOAD", &lib.code]);
+        }
+        h
     } else {
         let mut h = rdb::file_header(version, &aux);
+        for lib in &functions {
+            rdb::function_record(&mut h, &lib.code);
+        }
         // Each database's counts at the cut, summed over the shards: Redis sizes its tables
         // from them when it loads the file.
         let mut sizes: Vec<(u64, u64)> = Vec::new();

@@ -446,6 +446,15 @@ async fn load(shard: &Shard, file: Vec<u8>, replid: &str, offset: u64) -> Result
     for s in 0..n {
         shard.lock(s, vec![EVERY_KEY], true).await;
     }
+    // The master's functions replace ours, as its keys do.
+    let functions = shard.db.borrow().scripts.functions().clone();
+    if let Err(e) = functions.restore(&stats.functions, kvcore::function::Policy::Flush) {
+        log!(
+            3,
+            "MASTER <-> REPLICA sync: can't load the master's functions: {}",
+            String::from_utf8_lossy(&e)
+        );
+    }
     let loads = by_shard.into_iter().enumerate().map(|(s, keys)| {
         shard.call(s, move |sh| {
             sh.flush_changes();

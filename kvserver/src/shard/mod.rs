@@ -40,7 +40,7 @@ use tokio::sync::Notify;
 
 pub use batch::{BatchReply, RemoteBatch};
 pub use bufs::BufPool;
-use locks::{LockKey, LockTable};
+use locks::{LockKey, LockTable, EVERY_KEY};
 pub use waiters::{PopTry, Waiter};
 
 use crate::global::{ClientEntry, Global};
@@ -482,6 +482,18 @@ impl Shard {
         let spec = commands::lookup(args.first()?)?;
         if !spec.arity_ok(args.len()) {
             return None;
+        }
+        // A change to the function libraries waits for a snapshot's cut like a write of
+        // every key (the snapshot takes the libraries there).
+        if spec.name == "function"
+            && args.get(1).is_some_and(|sub| {
+                ["load", "delete", "flush", "restore"]
+                    .iter()
+                    .any(|w| sub.eq_ignore_ascii_case(w.as_bytes()))
+            })
+        {
+            let every = vec![EVERY_KEY];
+            return locks.must_wait(&every, true).then_some((every, true));
         }
         let keys: Vec<LockKey> = spec
             .key_positions(args)

@@ -197,7 +197,7 @@ impl Shard {
         if !self.waiters.borrow().is_empty() {
             if spec.has(commands::flags::WRITE) {
                 self.wake_keys_of(spec, args);
-            } else if matches!(spec.name, "eval" | "evalsha") {
+            } else if matches!(spec.name, "eval" | "evalsha" | "fcall") {
                 self.wake_every_waited();
             }
         }

@@ -13,6 +13,7 @@ mod config_files;
 mod differential;
 mod disk;
 mod eviction;
+mod functions;
 mod hashes;
 mod hostile;
 mod hyperloglog;

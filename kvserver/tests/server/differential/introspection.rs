@@ -23,6 +23,7 @@ const INFO_CHANGED_SINCE_7_0: &[&str] = &[
     "object",      // container
     "pubsub",      // container
     "script",      // container: subcommands in Redis's dict order
+    "function",    // container: subcommands in Redis's dict order
     "xgroup",      // container: subcommands in Redis's dict order
     "xinfo",       // container: subcommands in Redis's dict order
     "msetnx",      // 7.4: request_policy/response_policy tips dropped

@@ -24,6 +24,7 @@ mod bitmaps;
 mod docs;
 mod dump;
 mod families;
+mod functions;
 mod hashes;
 mod hyperloglog;
 mod introspection;
@@ -298,11 +299,18 @@ fn normalize_exec(pair: &Pair, queued: &[Cmd], reply: Vec<u8>) -> Vec<u8> {
 
 /// Sorts what Redis leaves unordered: the array of KEYS, the key list of SCAN.
 fn normalize(cmd: &[Vec<u8>], reply: Vec<u8>) -> Vec<u8> {
-    // 7.4's help replies end in "Print this help." (7.0: "Prints this help.").
+    // 7.4's help replies end in "Print this help." (7.0: "Prints this help."); 7.4's FUNCTION
+    // HELP no longer lists a library description under LIST.
     if cmd.len() == 2 && cmd[1].eq_ignore_ascii_case(b"HELP") {
-        return String::from_utf8_lossy(&reply)
-            .replace("+    Prints this help.\r\n", "+    Print this help.\r\n")
-            .into_bytes();
+        let text = String::from_utf8_lossy(&reply)
+            .replace("+    Prints this help.\r\n", "+    Print this help.\r\n");
+        if cmd[0].eq_ignore_ascii_case(b"FUNCTION") && text.starts_with("*40\r\n") {
+            return text
+                .replacen("*40\r\n", "*39\r\n", 1)
+                .replace("+    * Library description\r\n", "")
+                .into_bytes();
+        }
+        return text.into_bytes();
     }
     let name = cmd[0].to_ascii_uppercase();
     let sort = |v: &mut Vec<Value>| {
