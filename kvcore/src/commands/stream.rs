@@ -722,7 +722,8 @@ fn read_plain(
     count: usize,
     mut w: ReplyWriter<'_>,
 ) -> bool {
-    let Ok(Some(s)) = get_stream(db, dbi, key) else {
+    // A second lookup of the key, as Redis's serving loop makes (a second `keymiss`).
+    let Ok(Some(s)) = read_stream(db, dbi, key) else {
         return false;
     };
     let ReadFrom::After(after) = from else {

@@ -31,7 +31,7 @@ fn random_command(r: &mut Rng) -> Vec<String> {
     let n = |r: &mut Rng| (r.below(7) as i64 - 2).to_string();
     let s = |x: &str| x.to_string();
     let mut v: Vec<String> = Vec::new();
-    match r.below(70) {
+    match r.below(78) {
         0 => v.extend([s("SET"), k, n(r)]),
         1 => {
             v.extend([s("SET"), k, m(r)]);
@@ -212,7 +212,33 @@ fn random_command(r: &mut Rng) -> Vec<String> {
             r.below(20).to_string(),
             n(r),
         ]),
-        _ => v.extend([s("BITFIELD"), k, s("SET"), s("u8"), r.below(20).to_string(), n(r)]),
+        69 => v.extend([s("BITFIELD"), k, s("SET"), s("u8"), r.below(20).to_string(), n(r)]),
+        // Streams: explicit IDs (the clock is not shared), trims, groups.
+        70 | 71 => {
+            v.extend([s("XADD"), k]);
+            if r.chance(30) {
+                v.extend([s("MAXLEN"), r.below(3).to_string()]);
+            }
+            v.extend([format!("{}-*", 1 + r.below(9)), m(r), n(r)]);
+        }
+        72 => v.extend([s("XDEL"), k, format!("{}-{}", 1 + r.below(9), r.below(2))]),
+        73 => v.extend([s("XTRIM"), k, s("MAXLEN"), r.below(3).to_string()]),
+        74 => {
+            v.extend([s("XGROUP"), s("CREATE"), k, s("g"), s("0")]);
+            if r.chance(50) {
+                v.push(s("MKSTREAM"));
+            }
+        }
+        75 => v.extend([s("XREADGROUP"), s("GROUP"), s("g"), m(r), s("STREAMS"), k, s(">")]),
+        76 => v.extend([s(&r.pick(&["XLEN", "XINFO"])), k]),
+        _ => v.extend([s("XGROUP"), s(&r.pick(&["DESTROY", "CREATECONSUMER"])), k, s("g"), m(r)]),
+    }
+    // XINFO's key follows a subcommand; XGROUP DESTROY takes no consumer.
+    if v[0] == "XINFO" {
+        v.insert(1, s("STREAM"));
+    }
+    if v[0] == "XGROUP" && v[1] == "DESTROY" {
+        v.pop();
     }
     if v[0] == "COPY" && v[3] == "DB" {
         v.push(s("1"));
