@@ -182,6 +182,7 @@ fn kvserver_replicates_kvserver_with_1_and_3_shards() {
         for t in threads {
             t.join().unwrap();
         }
+        crate::aof::stream_churn(&mut m);
         let acked: i64 = q(&mut m, &["WAIT", "1", "5000"]);
         assert_eq!(acked, 1);
         caught_up(&mut m, &mut r);
@@ -298,8 +299,10 @@ fn debian_redis_replicates_kvserver_then_is_promoted() {
     );
     caught_up(&mut m, &mut r);
     same(data(&mut r), data(&mut m), "after the full sync");
-    // Writes while the first one is loading and after.
+    // Writes while the first one is loading and after; stream writes as the master logs them
+    // (IDs from its clock, exact trims, deliveries as XCLAIM).
     load(&mut m, "live", 300);
+    crate::aof::stream_churn(&mut m);
     let acked: i64 = q(&mut m, &["WAIT", "1", "5000"]);
     assert_eq!(acked, 1, "redis-server acknowledges");
     caught_up(&mut m, &mut r);
