@@ -60,6 +60,9 @@ use crate::shard::{Msg, Shard};
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
 
+/// Stack reserved for each shard thread.
+const SHARD_STACK: usize = 64 << 20;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let opts = match options::parse(&args) {
@@ -252,6 +255,10 @@ fn run(opts: Options) -> Result<(), String> {
         let keys = loaded[i].take().unwrap_or_default();
         std::thread::Builder::new()
             .name(format!("shard-{i}"))
+            // Room for deep recursion that Redis bounds by its own limits, not by our frame
+            // sizes: a script's reply nested thousands deep ("reached lua stack limit"). Only
+            // the pages a shard touches are committed.
+            .stack_size(SHARD_STACK)
             .spawn(move || {
                 if let Some(cpu) = cpu {
                     core_affinity::set_for_current(core_affinity::CoreId { id: cpu });

@@ -2,6 +2,8 @@
 //! for byte: reply conversions both ways, errors with where they happened, the sandbox, and
 //! the script cache.
 
+use std::io::{Read, Write};
+
 use super::{Cmd, Conn, Redis};
 use crate::support::Server;
 
@@ -614,5 +616,45 @@ fn eval_for_a_resp3_client_as_redis() {
             String::from_utf8_lossy(t),
             "{show:?}"
         );
+    }
+}
+
+/// A returned table nested past Lua's stack (a self-referencing one) ends in Redis's error,
+/// and the server stays up (in a debug build too, whose frames are larger). Redis nests 7995
+/// arrays (2665 maps) before the error, we 1000 (see `script::MAX_DEPTH`), so the replies are
+/// compared by their ends, as raw bytes (deeper than the test's reply parser goes).
+#[test]
+fn self_referencing_tables_end_in_redis_error() {
+    let redis = Redis::start();
+    let ours = Server::start(&["--threads", "2"]);
+    let scripts = [
+        "local t = {}; t[1] = t; return t",
+        "local t = {}; t[1] = t; t[2] = 5; return t",
+        "local t = {}; t['map'] = {}; t['map'][1] = t; return t",
+        "redis.setresp(3); local t = {}; t['map'] = {}; t['map'][1] = t; return t",
+    ];
+    for script in scripts {
+        let raw = |port: u16| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let req = crate::support::encode(&[b"EVAL", script.as_bytes(), b"0"]);
+            let ping = crate::support::encode(&[b"PING"]);
+            s.write_all(&[req, ping].concat()).unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 65536];
+            while !got.ends_with(b"+PONG\r\n") {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "closed after {script}");
+                got.extend_from_slice(&buf[..n]);
+            }
+            got
+        };
+        let (o, t) = (raw(ours.port), raw(redis.port));
+        let limit: &[u8] = b"-ERR reached lua stack limit\r\n";
+        let has = |r: &[u8]| r.windows(limit.len()).any(|w| w == limit);
+        assert!(has(&t) && has(&o), "{script}");
+        // The same shape: the header each level repeats.
+        assert_eq!(o[..4], t[..4], "{script}");
     }
 }
