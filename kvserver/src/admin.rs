@@ -65,7 +65,7 @@ fn is_special_name(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
         "flushall" => true,
         "client" => {
             args.len() >= 2
-                && ["LIST", "INFO", "KILL", "PAUSE", "UNPAUSE"]
+                && ["LIST", "INFO", "KILL", "PAUSE", "UNPAUSE", "UNBLOCK"]
                     .iter()
                     .any(|s| is(args[1], s))
         }
@@ -709,7 +709,36 @@ fn client(shard: &Shard, me: &ClientEntry, args: &[&[u8]], w: &mut ReplyWriter<'
         g.unpause();
         return w.ok();
     }
+    if is(sub, "UNBLOCK") {
+        return client_unblock(g, args, w);
+    }
     client_kill(g, me, args, w)
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends the wait of a client blocked in a blocking command
+/// (answered as on its timeout, or with Redis's UNBLOCKED error); 1 if it was blocked.
+fn client_unblock(g: &crate::global::Global, args: &[&[u8]], w: &mut ReplyWriter<'_>) {
+    if !(3..=4).contains(&args.len()) {
+        return wrong(w, "client|unblock");
+    }
+    let how = match args.get(3) {
+        None => crate::global::UNBLOCK_TIMEOUT,
+        Some(a) if is(a, "TIMEOUT") => crate::global::UNBLOCK_TIMEOUT,
+        Some(a) if is(a, "ERROR") => crate::global::UNBLOCK_ERROR,
+        Some(_) => return w.error(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"),
+    };
+    let Some(id) = kvcore::num::parse_i64(args[2]) else {
+        return w.error(b"ERR value is not an integer or out of range");
+    };
+    let target = lock(&g.clients).get(&(id as u64)).cloned();
+    match target {
+        Some(t) if t.blocked.load(Ordering::Acquire) => {
+            t.unblock_as.store(how, Ordering::Release);
+            t.unblock.notify_waiters();
+            w.int(1)
+        }
+        _ => w.int(0),
+    }
 }
 
 /// The class of client a TYPE filter names; `Err` for an unknown name.

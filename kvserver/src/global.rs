@@ -50,7 +50,18 @@ pub struct ClientEntry {
     pub class: std::sync::atomic::AtomicU8,
     /// CLIENT SETINFO LIB-NAME and LIB-VER.
     pub lib: Mutex<LibInfo>,
+    /// Whether the client waits in a blocking command (CLIENT UNBLOCK can end the wait).
+    pub blocked: std::sync::atomic::AtomicBool,
+    /// How CLIENT UNBLOCK ended the wait: [`UNBLOCK_TIMEOUT`] or [`UNBLOCK_ERROR`].
+    pub unblock_as: std::sync::atomic::AtomicU8,
+    /// Wakes the blocked client for CLIENT UNBLOCK.
+    pub unblock: tokio::sync::Notify,
 }
+
+/// CLIENT UNBLOCK ... TIMEOUT: answered as if its time ran out.
+pub const UNBLOCK_TIMEOUT: u8 = 1;
+/// CLIENT UNBLOCK ... ERROR: answered with Redis's UNBLOCKED error.
+pub const UNBLOCK_ERROR: u8 = 2;
 
 /// A client library's name and version (CLIENT SETINFO), each unset until given.
 pub type LibInfo = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -81,6 +92,9 @@ impl ClientEntry {
             modes: AtomicU32::new(0),
             class: std::sync::atomic::AtomicU8::new(Class::Normal as u8),
             lib: Mutex::new((None, None)),
+            blocked: std::sync::atomic::AtomicBool::new(false),
+            unblock_as: std::sync::atomic::AtomicU8::new(0),
+            unblock: tokio::sync::Notify::new(),
         }
     }
 

@@ -291,6 +291,17 @@ fn client(c: &mut Ctx<'_>, a: &[&[u8]]) {
         } else {
             c.out.error(b"ERR syntax error");
         }
+    } else if args::is(sub, "UNBLOCK") && (a.len() == 3 || a.len() == 4) {
+        // Nobody blocks in the embedded store (a server answers this itself).
+        if a.len() == 4 && !args::is(a[3], "TIMEOUT") && !args::is(a[3], "ERROR") {
+            return c
+                .out
+                .error(b"ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+        }
+        match args::int(a[2]) {
+            Ok(_) => c.out.int(0),
+            Err(e) => super::strings::reply_err(&mut c.out, e),
+        }
     } else if args::is(sub, "HELP") && a.len() == 2 {
         c.out.help("client", CLIENT_HELP);
     } else {

@@ -30,6 +30,7 @@ pub const SERVED_SUBCOMMANDS: &[&str] = &[
     "client|reply",
     "client|setinfo",
     "client|setname",
+    "client|unblock",
     "client|unpause",
     "command|count",
     "command|docs",

@@ -39,6 +39,7 @@ use std::pin::Pin;
 use kvcore::{OpError, Session};
 
 use super::{multi, route};
+use crate::global::{ClientEntry, UNBLOCK_ERROR};
 use crate::shard::{PopTry, Shard, Waiter};
 
 /// How a blocking command ended.
@@ -55,12 +56,13 @@ pub enum Outcome {
 pub async fn run<G: Future<Output = ()>>(
     shard: &Rc<Shard>,
     session: &Session,
+    entry: &ClientEntry,
     args: &[&[u8]],
     out: &mut Vec<u8>,
     gone: Pin<&mut G>,
 ) -> Outcome {
     if is_stream_read(args) {
-        return run_stream(shard, session, args, out, gone).await;
+        return run_stream(shard, session, entry, args, out, gone).await;
     }
     let mut w = ReplyWriter::new(out, session.proto);
     let call = match call::parse(args) {
@@ -78,6 +80,7 @@ pub async fn run<G: Future<Output = ()>>(
     let mut wait = Wait {
         shard,
         session,
+        entry,
         gone,
         deadline,
     };
@@ -103,6 +106,7 @@ pub async fn run<G: Future<Output = ()>>(
                         Round::Served(_, Ok(_)) => continue,
                         Round::Served(_, Err(e)) => w.error(e.message().as_bytes()),
                         Round::TimedOut => write_timeout(&mut w, &call.op),
+                        Round::Unblocked => w.error(UNBLOCKED),
                         Round::Gone => return Outcome::Gone,
                     },
                     Err(e) => w.error(e.message().as_bytes()),
@@ -115,6 +119,7 @@ pub async fn run<G: Future<Output = ()>>(
         Round::Served(key, Ok(served)) => write_served(&mut w, &call.op, &key, &served),
         Round::Served(_, Err(e)) => w.error(e.message().as_bytes()),
         Round::TimedOut => write_timeout(&mut w, &call.op),
+        Round::Unblocked => w.error(UNBLOCKED),
         Round::Gone => return Outcome::Gone,
     }
     Outcome::Answered
@@ -190,6 +195,7 @@ fn is_stream_read(args: &[&[u8]]) -> bool {
 async fn run_stream<G: Future<Output = ()>>(
     shard: &Rc<Shard>,
     session: &Session,
+    entry: &ClientEntry,
     args: &[&[u8]],
     out: &mut Vec<u8>,
     gone: Pin<&mut G>,
@@ -265,6 +271,7 @@ async fn run_stream<G: Future<Output = ()>>(
     let mut wait = Wait {
         shard,
         session,
+        entry,
         gone,
         deadline,
     };
@@ -273,10 +280,14 @@ async fn run_stream<G: Future<Output = ()>>(
         Round::Served(key, Ok(served)) => write_served(&mut w, &op, &key, &served),
         Round::Served(_, Err(e)) => w.error(e.message().as_bytes()),
         Round::TimedOut => write_timeout(&mut w, &op),
+        Round::Unblocked => w.error(UNBLOCKED),
         Round::Gone => return Outcome::Gone,
     }
     Outcome::Answered
 }
+
+/// The error of a wait ended by CLIENT UNBLOCK ... ERROR.
+const UNBLOCKED: &[u8] = b"UNBLOCKED client unblocked via CLIENT UNBLOCK";
 
 /// How one round of waiting ended.
 enum Round {
@@ -286,12 +297,15 @@ enum Round {
     TimedOut,
     /// The client hung up (or was killed, or overflowed its query buffer).
     Gone,
+    /// CLIENT UNBLOCK ... ERROR ended the wait.
+    Unblocked,
 }
 
 /// A blocked client's side of the wait.
 struct Wait<'a, G> {
     shard: &'a Rc<Shard>,
     session: &'a Session,
+    entry: &'a ClientEntry,
     gone: Pin<&'a mut G>,
     deadline: Option<tokio::time::Instant>,
 }
@@ -332,11 +346,23 @@ impl<G: Future<Output = ()>> Wait<'_, G> {
             Some(round) => round,
             None => {
                 global.blocked_clients.fetch_add(1, Ordering::Relaxed);
+                // Registered for CLIENT UNBLOCK before it can see the client blocked.
+                let unblocked = self.entry.unblock.notified();
+                self.entry.unblock_as.store(0, Ordering::Release);
+                self.entry.blocked.store(true, Ordering::Release);
                 let gave_up = tokio::select! {
                     _ = waiter.done.notified() => None,
                     _ = until(self.deadline) => Some(Round::TimedOut),
                     _ = self.gone.as_mut() => Some(Round::Gone),
+                    _ = unblocked => Some(
+                        if self.entry.unblock_as.load(Ordering::Acquire) == UNBLOCK_ERROR {
+                            Round::Unblocked
+                        } else {
+                            Round::TimedOut
+                        },
+                    ),
                 };
+                self.entry.blocked.store(false, Ordering::Release);
                 global.blocked_clients.fetch_sub(1, Ordering::Relaxed);
                 match gave_up {
                     None => waiter

@@ -1299,6 +1299,7 @@ impl<'a> Conn<'a> {
                     Box::pin(blocking::run(
                         shard,
                         self.session,
+                        self.entry,
                         args,
                         &mut self.out,
                         gone.as_mut(),

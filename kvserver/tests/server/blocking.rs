@@ -385,3 +385,45 @@ fn concurrent_producers_and_blocked_consumers_lose_and_repeat_nothing() {
     );
     wait_blocked(&mut ctl, 0);
 }
+
+/// CLIENT UNBLOCK ends a blocked client's wait, as on its timeout or with Redis's error, for a
+/// pop, a pop over keys of several shards and a stream read; a client not blocked gives 0. The
+/// same bytes as redis-server.
+#[test]
+fn client_unblock_ends_a_wait_as_redis() {
+    let ours = Server::start(&["--threads", &SHARDS.to_string()]);
+    let redis = crate::differential::Redis::start();
+    let (k0, k1) = (key_on(0, 0), key_on(1, 0));
+    let run = |port: u16| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut admin = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        for (block, how) in [
+            (format!("BLPOP {k0} 0"), ""),
+            (format!("BLPOP {k0} {k1} 0"), " TIMEOUT"),
+            (format!("BZPOPMIN {k1} 0"), " ERROR"),
+            (format!("XREAD BLOCK 0 STREAMS {k0} {k1} $ $"), " ERROR"),
+            (format!("XREAD BLOCK 0 STREAMS {k0} $"), ""),
+        ] {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let id = call(&mut c, "CLIENT ID");
+            let id = id.trim_start_matches(':').trim_end().to_string();
+            send(&mut c, &block);
+            // Wait until it is blocked (the reply of CLIENT UNBLOCK says whether it was).
+            let mut unblocked = String::new();
+            for _ in 0..100 {
+                unblocked = call(&mut admin, &format!("CLIENT UNBLOCK {id}{how}"));
+                if unblocked != ":0\r\n" {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            out.push(unblocked);
+            out.push(String::from_utf8_lossy(&read_replies(&mut c, 1)[0]).into_owned());
+            out.push(call(&mut admin, &format!("CLIENT UNBLOCK {id}")));
+        }
+        out.push(call(&mut admin, "CLIENT UNBLOCK 1 MAYBE"));
+        out.push(call(&mut admin, "CLIENT UNBLOCK x"));
+        out
+    };
+    assert_eq!(run(ours.port), run(redis.port));
+}

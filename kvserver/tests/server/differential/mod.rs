@@ -53,9 +53,9 @@ use families::{generate, word, Cmd, FAMILIES};
 // ---------------------------------------------------------------------------------------------
 
 /// A real redis-server on a free port, killed on drop.
-struct Redis {
+pub(crate) struct Redis {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// Its major and minor version (7.0 is Debian's, the one CI has; 7.4 is the spec).
     version: (u32, u32),
 }
@@ -89,7 +89,7 @@ fn redis_version(bin: &str) -> (u32, u32) {
 }
 
 impl Redis {
-    fn start() -> Redis {
+    pub(crate) fn start() -> Redis {
         Redis::start_with(&[])
     }
 
