@@ -179,6 +179,8 @@ pub struct ServerInfo {
     pub watching_clients: u64,
     /// Keys some client is blocked on.
     pub blocking_keys: u64,
+    /// Keys a client waits on that end its wait when they go (a consumer-group read).
+    pub blocking_keys_nokey: u64,
     /// Pub/sub channels, patterns and shard channels with subscribers.
     pub pubsub_channels: u64,
     /// Patterns with subscribers.
@@ -647,7 +649,11 @@ impl Db {
             self.set_view(ReplicaView::Master);
         }
         if spec.has(flags::WRITE) && out.get(mark) != Some(&b'-') {
-            self.stats.dirty += 1;
+            // XREADGROUP counts what it changed itself (a read of a consumer's history
+            // changes nothing that is kept, as in Redis).
+            if spec.name != "xreadgroup" {
+                self.stats.dirty += 1;
+            }
             if self.changes.is_some() && !spec.has(flags::BLOCKING) {
                 // Keys this command found expired are deleted first.
                 self.pull_keyspace_logs();

@@ -719,10 +719,11 @@ impl<'a> Reader<'a> {
             return bad("stream nodes inconsistent with its counts");
         };
         if !v2 {
+            // The first live entry (Redis's `streamGetEdgeID(s, 1, 1, ...)`).
             s.first_id = if s.is_empty() {
                 StreamId::MIN
             } else {
-                s.edge_id(true, true)
+                s.edge_id(true, false)
             };
         }
         let groups = self.count(3)?;

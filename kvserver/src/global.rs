@@ -208,6 +208,11 @@ pub struct Global {
     pub moved_connections: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub blocked_clients: AtomicU64,
+    /// Keys some client waits on, over every shard (INFO `total_blocking_keys`).
+    pub blocking_keys: AtomicU64,
+    /// Of those, keys a consumer-group read waits on, which ends when the key goes (INFO
+    /// `total_blocking_keys_on_nokey`).
+    pub blocking_keys_nokey: AtomicU64,
     /// Blocking pops between their first look at their keys and their end (blocked or not):
     /// while there are none, a write spanning shards need not look for waiters.
     pub pops_in_flight: AtomicU64,
@@ -326,6 +331,8 @@ impl Global {
             total_connections: AtomicU64::new(0),
             moved_connections: AtomicU64::new(0),
             blocked_clients: AtomicU64::new(0),
+            blocking_keys: AtomicU64::new(0),
+            blocking_keys_nokey: AtomicU64::new(0),
             pops_in_flight: AtomicU64::new(0),
             shutdown: Arc::new(AtomicBool::new(false)),
             port: AtomicU16::new(0),

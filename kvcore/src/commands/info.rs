@@ -173,7 +173,7 @@ impl Db {
                 line("clients_in_timeout_table", &h.blocked_clients);
                 line("total_watched_keys", &agg.watched_keys);
                 line("total_blocking_keys", &srv.blocking_keys);
-                line("total_blocking_keys_on_nokey", &0);
+                line("total_blocking_keys_on_nokey", &srv.blocking_keys_nokey);
             }
             "memory" => {
                 let m = self.overhead(agg);

@@ -821,6 +821,7 @@ fn read_group(
         c.seen_time = now;
     }
     if created {
+        db.stats.dirty += 1;
         db.notify(class::STREAM, "xgroup-createconsumer", dbi, key);
         if noack {
             db.pull_keyspace_logs();
@@ -917,6 +918,9 @@ fn read_group(
         }
     }
     let any = !ids.is_empty();
+    if any {
+        db.stats.dirty += 1;
+    }
     if logging {
         db.pull_keyspace_logs();
         for (id, step, time) in claims {

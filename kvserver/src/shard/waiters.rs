@@ -86,11 +86,11 @@ impl Shard {
         let mut db = self.db.borrow_mut();
         match db.blocking_ready(w.db, key, &w.op) {
             Ok(false) => {
-                self.waiters
-                    .borrow_mut()
-                    .entry(key.to_vec())
-                    .or_default()
-                    .push_back(w.clone());
+                let mut waiters = self.waiters.borrow_mut();
+                let queue = waiters.entry(key.to_vec()).or_default();
+                let before = census(queue);
+                queue.push_back(w.clone());
+                self.recount(before, census(queue));
                 PopTry::Waiting
             }
             _ if !w.claim() => PopTry::Settled,
@@ -106,9 +106,26 @@ impl Shard {
     pub fn unwait(&self, key: &[u8], id: u64) {
         let mut waiters = self.waiters.borrow_mut();
         if let Some(queue) = waiters.get_mut(key) {
+            let before = census(queue);
             queue.retain(|w| w.id != id);
+            self.recount(before, census(queue));
             if queue.is_empty() {
                 waiters.remove(key);
+            }
+        }
+    }
+
+    /// Moves INFO's blocking-key counts from a key's queue `before` a change to `after` it.
+    fn recount(&self, before: (bool, bool), after: (bool, bool)) {
+        let g = &self.global;
+        for (was, is, counter) in [
+            (before.0, after.0, &g.blocking_keys),
+            (before.1, after.1, &g.blocking_keys_nokey),
+        ] {
+            if is && !was {
+                counter.fetch_add(1, Ordering::Relaxed);
+            } else if was && !is {
+                counter.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }
@@ -135,6 +152,7 @@ impl Shard {
                 return;
             };
             let mut db = self.db.borrow_mut();
+            let before = census(queue);
             let mut i = 0;
             while let Some(w) = queue.get(i) {
                 if w.claimed() {
@@ -161,6 +179,7 @@ impl Shard {
                 }
                 i += 1;
             }
+            self.recount(before, census(queue));
             if queue.is_empty() {
                 waiters.remove(key);
             }
@@ -221,4 +240,13 @@ impl Shard {
             self.serve(args[i]);
         }
     }
+}
+
+/// Whether a key's queue of waiters is not empty, and whether a consumer-group read is among
+/// them (INFO's blocking-key counts).
+fn census(queue: &std::collections::VecDeque<Arc<Waiter>>) -> (bool, bool) {
+    let nokey = queue
+        .iter()
+        .any(|w| matches!(&w.op, Op::Stream(r) if r.group.is_some()));
+    (!queue.is_empty(), nokey)
 }
