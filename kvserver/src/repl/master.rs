@@ -185,6 +185,8 @@ async fn snapshot_to(
     let on_cut = || {
         let mut st = lock(&g.repl.state);
         let offset = st.offset;
+        // The replica's stream starts here: its first command must select a database.
+        st.stream_db = None;
         if let Some(f) = st.followers.iter_mut().find(|f| f.id == id) {
             f.sent = offset;
             f.phase = Phase::SendBulk;

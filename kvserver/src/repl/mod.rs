@@ -69,6 +69,7 @@ impl Default for Repl {
                 master: None,
                 lim: Limits::default(),
                 link_db: 0,
+                stream_db: None,
             }),
             feeding: AtomicBool::new(false),
             is_replica: AtomicBool::new(false),
@@ -100,6 +101,11 @@ pub struct State {
     /// The database the master's stream has selected at `offset` (where a continued link
     /// goes on).
     pub link_db: usize,
+    /// The database this server's own stream has selected at `offset`, when known: a shard's
+    /// changes come with a SELECT first, which is left out when the stream has that database
+    /// selected already, so that the stream selects as Redis's does (once per change of
+    /// database). `None` after a full sync's cut: the next SELECT stays.
+    pub stream_db: Option<usize>,
 }
 
 /// The last bytes of the stream.
@@ -315,9 +321,86 @@ pub fn timeout(shard: &Shard) -> std::time::Duration {
     std::time::Duration::from_secs(secs.unwrap_or(60))
 }
 
-/// Appends changes a shard made to the stream (a master with a backlog).
+/// Appends changes a shard made to the stream (a master with a backlog); a SELECT they start
+/// with is left out when the stream has that database selected already.
 pub fn feed(global: &Global, bytes: &[u8]) {
-    lock(&global.repl.state).append(bytes);
+    let mut st = lock(&global.repl.state);
+    let body = match (st.stream_db, leading_select(bytes)) {
+        (Some(cur), Some((db, len))) if cur == db => &bytes[len..],
+        _ => bytes,
+    };
+    st.stream_db = match last_select(bytes) {
+        Walk::Selects(db) => Some(db),
+        Walk::NoSelect => st.stream_db,
+        Walk::Malformed => None,
+    };
+    st.append(body);
+}
+
+/// What a walk over commands found.
+#[derive(Debug, PartialEq)]
+enum Walk {
+    /// The last SELECT names this database.
+    Selects(usize),
+    /// No SELECT.
+    NoSelect,
+    /// Not commands as the change log writes them.
+    Malformed,
+}
+
+/// A command at `at` as the change log writes it (an array of bulk strings): its arguments'
+/// ranges and where the next command starts.
+fn command_at(b: &[u8], at: usize) -> Option<(smallvec::SmallVec<[(usize, usize); 4]>, usize)> {
+    fn number(b: &[u8], at: usize, lead: u8) -> Option<(usize, usize)> {
+        if b.get(at) != Some(&lead) {
+            return None;
+        }
+        let end = at + 1 + memchr::memchr(b'\r', b.get(at + 1..)?)?;
+        let n = std::str::from_utf8(&b[at + 1..end]).ok()?.parse().ok()?;
+        (b.get(end + 1) == Some(&b'\n')).then_some((n, end + 2))
+    }
+    let (n, mut p) = number(b, at, b'*')?;
+    let mut args = smallvec::SmallVec::new();
+    for _ in 0..n {
+        let (len, start) = number(b, p, b'$')?;
+        let end = start.checked_add(len)?;
+        if b.get(end..end + 2) != Some(b"\r\n") {
+            return None;
+        }
+        args.push((start, end));
+        p = end + 2;
+    }
+    Some((args, p))
+}
+
+/// The database of a SELECT that `bytes` start with, and the SELECT's length.
+fn leading_select(bytes: &[u8]) -> Option<(usize, usize)> {
+    let (args, next) = command_at(bytes, 0)?;
+    select_db(bytes, &args).map(|db| (db, next))
+}
+
+fn select_db(b: &[u8], args: &[(usize, usize)]) -> Option<usize> {
+    match args {
+        [(s, e), (ds, de)] if b[*s..*e].eq_ignore_ascii_case(b"SELECT") => {
+            std::str::from_utf8(&b[*ds..*de]).ok()?.parse().ok()
+        }
+        _ => None,
+    }
+}
+
+/// The database selected after `bytes`, by their last SELECT.
+fn last_select(bytes: &[u8]) -> Walk {
+    let (mut at, mut last) = (0, Walk::NoSelect);
+    while at < bytes.len() {
+        let Some((args, next)) = command_at(bytes, at) else {
+            return Walk::Malformed;
+        };
+        if let Some(db) = select_db(bytes, &args) {
+            last = Walk::Selects(db);
+        }
+        at = next;
+    }
+    last
 }
 
 /// Appends bytes of this replica's master to its own stream, as they are (see the module
@@ -326,6 +409,7 @@ pub fn feed(global: &Global, bytes: &[u8]) {
 pub fn feed_from_master(global: &Global, bytes: &[u8], db: usize) {
     let mut st = lock(&global.repl.state);
     st.link_db = db;
+    st.stream_db = None;
     if let Some(m) = st.master.as_mut() {
         m.last_io = Instant::now();
     }
@@ -689,5 +773,39 @@ pub fn role(shard: &Shard, out: &mut Vec<u8>) {
                 w.bulk(f.ack.to_string().as_bytes());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod select_tests {
+    use super::*;
+
+    fn enc(cmds: &[&[&str]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for c in cmds {
+            let refs: Vec<&[u8]> = c.iter().map(|a| a.as_bytes()).collect();
+            kvcore::changes::encode(&mut out, &refs);
+        }
+        out
+    }
+
+    #[test]
+    fn selects_are_found_by_walking_commands() {
+        let b = enc(&[
+            &["SELECT", "3"],
+            &["SET", "SELECT", "9"],
+            &["SELECT", "12"],
+            &["DEL", "k"],
+        ]);
+        assert_eq!(last_select(&b), Walk::Selects(12));
+        let (db, len) = leading_select(&b).unwrap();
+        assert_eq!(db, 3);
+        assert_eq!(&b[..len], enc(&[&["SELECT", "3"]]).as_slice());
+        // A value that looks like a SELECT is not one.
+        let b = enc(&[&["SET", "k", "*2\r\n$6\r\nSELECT\r\n$1\r\n5\r\n"]]);
+        assert_eq!(last_select(&b), Walk::NoSelect);
+        assert_eq!(leading_select(&b), None);
+        assert_eq!(last_select(b"*2\r\n$3\r\nab"), Walk::Malformed);
+        assert_eq!(last_select(b""), Walk::NoSelect);
     }
 }
