@@ -348,9 +348,12 @@ enum Walk {
     Malformed,
 }
 
+/// The byte ranges of a command's arguments.
+type ArgRanges = smallvec::SmallVec<[(usize, usize); 4]>;
+
 /// A command at `at` as the change log writes it (an array of bulk strings): its arguments'
 /// ranges and where the next command starts.
-fn command_at(b: &[u8], at: usize) -> Option<(smallvec::SmallVec<[(usize, usize); 4]>, usize)> {
+fn command_at(b: &[u8], at: usize) -> Option<(ArgRanges, usize)> {
     fn number(b: &[u8], at: usize, lead: u8) -> Option<(usize, usize)> {
         if b.get(at) != Some(&lead) {
             return None;
