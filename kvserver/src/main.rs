@@ -471,7 +471,7 @@ async fn shard_main(
         })
     }));
     db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
-    db.monitor_feed = Some(monitor::feeder(global.clone(), inboxes.clone(), i));
+    db.monitor_feed = Some(monitor::feeder(global.clone(), inboxes.clone()));
     // No replica yet: `min-replicas-to-write` refuses writes from the start.
     db.too_few_replicas = global
         .opts

@@ -9,8 +9,9 @@
 //! clear, the common case, a command pays one branch on it: no clock read, no allocation, no
 //! atomic. While it is set, the store calls [`feeder`]'s hook for each command it runs (a
 //! connection does the same for the commands it serves itself): the line is formatted once,
-//! delivered at once to this shard's monitors and through its inbox to another shard's (FIFO,
-//! so the lines of one shard reach a monitor in the order their commands ran).
+//! sent through the inbox of each shard that has monitors, its own included: inboxes are FIFO,
+//! so a line reaches a monitor after every line of a command that ran before it in any
+//! client's view (that command's shard queued its line before it answered).
 //!
 //! What is shown follows Redis's `call()`: a command is fed after it ran, with the database it
 //! left selected; commands refused before running (unknown, wrong arity, NOAUTH) are not;
@@ -87,23 +88,18 @@ async fn refresh(shard: &Shard) {
     .await;
 }
 
-/// The store hook of shard `me` (see `kvcore::Db::monitor_feed`).
-pub fn feeder(
-    global: Arc<Global>,
-    inboxes: Vec<UnboundedSender<Msg>>,
-    me: usize,
-) -> kvcore::db::MonitorFeed {
+/// The store hook of a shard (see `kvcore::Db::monitor_feed`).
+pub fn feeder(global: Arc<Global>, inboxes: Vec<UnboundedSender<Msg>>) -> kvcore::db::MonitorFeed {
     Box::new(move |session, spec, args, before| {
-        feed(&global, &inboxes, me, session, spec, args, before);
+        feed(&global, &inboxes, session, spec, args, before);
     })
 }
 
 /// Feeds one command to every monitor, if Redis shows it at this moment (`before` it runs or
 /// after).
-pub fn feed(
+fn feed(
     global: &Global,
     inboxes: &[UnboundedSender<Msg>],
-    me: usize,
     session: &Session,
     spec: &'static CommandSpec,
     args: &[&[u8]],
@@ -121,10 +117,11 @@ pub fn feed(
         .filter(|(_, &c)| c > 0)
         .map(|(s, _)| s)
         .collect();
+    // Through the inbox even to this shard's own monitors: a line sent from another shard
+    // before this command ran (it ran because a client saw that one's reply) is queued there
+    // ahead of this one, so the stream keeps the order the clients saw.
     for s in shards {
-        if s == me {
-            deliver_here(global, &line);
-        } else if let Some(inbox) = inboxes.get(s) {
+        if let Some(inbox) = inboxes.get(s) {
             let line = line.clone();
             let _ = inbox.send(Msg::Post(Box::new(move |sh: &Shard| {
                 deliver_here(&sh.global, &line)

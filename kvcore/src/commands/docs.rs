@@ -383,9 +383,7 @@ impl Entry {
 
     /// Whether COMMAND INFO lists `flag` (lower case, as `admin` or `write`) among its flags.
     pub fn has_flag(&self, flag: &str) -> bool {
-        self.info
-            .lines()
-            .any(|l| l.strip_prefix('t') == Some(flag))
+        self.info.lines().any(|l| l.strip_prefix('t') == Some(flag))
     }
 
     /// Whether the command may be called without keys (the `no_mandatory_keys` flag).
