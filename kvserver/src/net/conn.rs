@@ -1164,6 +1164,18 @@ impl<'a> Conn<'a> {
         start: Option<quanta::Instant>,
         mark: usize,
     ) {
+        self.count_fed(spec, args, start, mark, false);
+    }
+
+    /// [`Conn::count`] of a command the monitors were shown already (`fed`), or are shown now.
+    fn count_fed(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        start: Option<quanta::Instant>,
+        mark: usize,
+        fed: bool,
+    ) {
         let nanos = start.map_or(0, |s| s.elapsed().as_nanos() as u64);
         let reply = self.out.get(mark..).unwrap_or_default();
         let failed = reply.first() == Some(&b'-');
@@ -1177,7 +1189,7 @@ impl<'a> Conn<'a> {
             reply,
             self.session.id,
         );
-        if d.monitoring {
+        if d.monitoring && !fed {
             d.feed_monitors(self.session, spec, args, false);
         }
     }
@@ -1339,6 +1351,14 @@ impl<'a> Conn<'a> {
                 // The replies before it go out now: this one may take a while.
                 self.write_out(stream).await?;
                 let mark = self.out.len();
+                // Redis shows a blocking command when it first runs, before it waits.
+                let spec = commands::lookup(args[0]);
+                if let Some(spec) = spec.filter(|s| s.arity_ok(args.len())) {
+                    let d = self.shard.db.borrow();
+                    if d.monitoring {
+                        d.feed_monitors(self.session, spec, args, false);
+                    }
+                }
                 let mut sent_meanwhile = Vec::new();
                 let ended = {
                     let gone = read_while_blocked(stream, &mut sent_meanwhile, input_room);
@@ -1358,8 +1378,8 @@ impl<'a> Conn<'a> {
                 }
                 // Counted without a duration: the time it waited is no work (as in Redis,
                 // where a blocked command is timed only when it runs).
-                if let Some(spec) = commands::lookup(args[0]) {
-                    self.count(spec, args, None, mark);
+                if let Some(spec) = spec {
+                    self.count_fed(spec, args, None, mark, spec.arity_ok(args.len()));
                 }
                 if !sent_meanwhile.is_empty() {
                     return Ok(Step::Input(sent_meanwhile));
@@ -2339,6 +2359,11 @@ impl<'a> Conn<'a> {
                 "role" => crate::repl::role(shard, out),
                 "replconf" | "psync" | "sync" | "replicaof" | "slaveof" => {
                     out.extend_from_slice(b"-ERR Command not allowed inside a transaction\r\n");
+                }
+                "monitor" => {
+                    out.extend_from_slice(
+                        b"-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n",
+                    );
                 }
                 _ => {
                     pubsub::command(

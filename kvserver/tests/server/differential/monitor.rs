@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use super::Redis;
 use crate::support::{encode, key_on, read_replies, Server};
 
-/// Client 0 or 1, and the arguments it sends.
+/// Client 0, 1 or 2, and the arguments it sends. Client 2 does not wait for its reply: the
+/// next step of client 2 (with no arguments) reads it.
 type Step = (usize, Vec<Vec<u8>>);
 
 fn steps(k0: &str, k1: &str) -> Vec<Step> {
@@ -54,6 +55,16 @@ fn steps(k0: &str, k1: &str) -> Vec<Step> {
         line(0, "GET"),
         line(0, "EXEC"),
         line(1, "PUBLISH ch hi"),
+        // A blocking pop is shown when it blocks, before the push that serves it.
+        line(2, &format!("BLPOP {k1} 5")),
+        line(1, &format!("LPUSH {k1} a")),
+        (2, Vec::new()),
+        line(1, &format!("BLPOP {k0} 0.01")),
+        line(1, &format!("RPUSH {k0} a")),
+        line(1, &format!("BLPOP {k0} 1")),
+        line(0, "MULTI"),
+        line(0, "MONITOR"),
+        line(0, "EXEC"),
         line(0, "ECHO done"),
     ]
 }
@@ -109,16 +120,23 @@ fn monitor_lines(port: u16, steps: &[Step]) -> Vec<String> {
     let mut monitor = connect(port);
     monitor.write_all(&encode(&[b"MONITOR"])).unwrap();
     assert_eq!(read_replies(&mut monitor, 1), vec![b"+OK\r\n".to_vec()]);
-    let mut clients = [connect(port), connect(port)];
+    let mut clients = [connect(port), connect(port), connect(port)];
     let names: Vec<(String, &str)> = clients
         .iter()
-        .zip(["A", "B"])
+        .zip(["A", "B", "C"])
         .map(|(c, n)| (c.local_addr().unwrap().to_string(), n))
         .collect();
     for (c, args) in steps {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
-        clients[*c].write_all(&encode(&args)).unwrap();
-        read_replies(&mut clients[*c], 1);
+        if !args.is_empty() {
+            clients[*c].write_all(&encode(&args)).unwrap();
+        }
+        if *c != 2 || args.is_empty() {
+            read_replies(&mut clients[*c], 1);
+        } else {
+            // Blocked before the next step.
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     lines_until(&mut monitor, "\"done\"")
         .iter()
@@ -168,6 +186,12 @@ fn a_monitor_answers_ping_and_leaves_by_reset() {
             m.write_all(&encode(&args)).unwrap();
             String::from_utf8_lossy(&read_replies(m, 1)[0]).into_owned()
         };
+        assert_eq!(send(&mut m, "MULTI"), "+OK\r\n");
+        assert_eq!(send(&mut m, "MONITOR"), "+QUEUED\r\n");
+        assert_eq!(
+            send(&mut m, "EXEC"),
+            "*1\r\n-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n"
+        );
         assert_eq!(send(&mut m, "MONITOR"), "+OK\r\n");
         let mut other = connect(port);
         let list = send(&mut other, "CLIENT LIST");
