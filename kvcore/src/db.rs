@@ -289,7 +289,18 @@ pub struct Db {
     /// Whether this store owns a key, for a host that splits the keyspace among stores: a
     /// script's command on a key it does not own is refused.
     pub key_owner: Option<KeyOwner>,
+    /// Some client runs MONITOR: every command run is shown to [`Db::monitor_feed`]. The host
+    /// keeps it current; while it is false (the common case) a command pays one branch.
+    pub monitoring: bool,
+    /// Where commands go while [`Db::monitoring`] is set (see [`MonitorFeed`]).
+    pub monitor_feed: Option<MonitorFeed>,
 }
+
+/// A host's MONITOR feed: called with a command's session (its database as the command left
+/// it), its table row and arguments, once before it runs (`true`) and once after (`false`);
+/// the host picks the moment Redis feeds that command at (EVAL before its script's commands,
+/// the others after they ran).
+pub type MonitorFeed = Box<dyn Fn(&Session, &'static commands::CommandSpec, &[&[u8]], bool) + Send>;
 
 /// See [`Db::key_owner`].
 pub type KeyOwner = Box<dyn Fn(&[u8]) -> bool + Send>;
@@ -343,6 +354,8 @@ impl Db {
             master_down: false,
             scripts: crate::script::ScriptCache::default(),
             key_owner: None,
+            monitoring: false,
+            monitor_feed: None,
             quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,
@@ -639,12 +652,19 @@ impl Db {
         if hide {
             self.set_view(ReplicaView::Hide);
         }
+        let monitored = self.monitoring && !session.internal;
+        if monitored {
+            self.feed_monitors(session, spec, args, true);
+        }
         let mut ctx = Ctx {
             db: self,
             session,
             out: w,
         };
         (spec.handler)(&mut ctx, args);
+        if monitored {
+            self.feed_monitors(session, spec, args, false);
+        }
         if hide {
             self.set_view(ReplicaView::Master);
         }
@@ -677,6 +697,22 @@ impl Db {
             );
         }
         self.pull_keyspace_logs();
+    }
+
+    /// Shows a command to the host's MONITOR feed (see [`MonitorFeed`]); a host calls this for
+    /// the commands it runs itself, as it calls [`Db::record`].
+    #[cold]
+    #[inline(never)]
+    pub fn feed_monitors(
+        &self,
+        session: &Session,
+        spec: &'static commands::CommandSpec,
+        args: &[&[u8]],
+        before: bool,
+    ) {
+        if let Some(feed) = &self.monitor_feed {
+            feed(session, spec, args, before);
+        }
     }
 
     /// Records one command in [`Db::telemetry`] with the configured thresholds. A host calls

@@ -56,6 +56,8 @@ pub struct ClientEntry {
     pub unblock_as: std::sync::atomic::AtomicU8,
     /// Wakes the blocked client for CLIENT UNBLOCK.
     pub unblock: tokio::sync::Notify,
+    /// The client ran MONITOR (CLIENT LIST flag `O`).
+    pub monitor: AtomicBool,
 }
 
 /// CLIENT UNBLOCK ... TIMEOUT: answered as if its time ran out.
@@ -95,6 +97,7 @@ impl ClientEntry {
             blocked: std::sync::atomic::AtomicBool::new(false),
             unblock_as: std::sync::atomic::AtomicU8::new(0),
             unblock: tokio::sync::Notify::new(),
+            monitor: AtomicBool::new(false),
         }
     }
 
@@ -116,10 +119,13 @@ impl ClientEntry {
         }
     }
 
-    /// CLIENT LIST's flags: `S` a replica, `M` the master, `P` subscribed, `x` in MULTI,
-    /// `N` none.
+    /// CLIENT LIST's flags: `O` a monitor, `S` a replica, `M` the master, `P` subscribed,
+    /// `x` in MULTI, `N` none.
     pub fn flags(&self) -> String {
         let mut f = String::new();
+        if self.monitor.load(Ordering::Relaxed) {
+            f.push('O');
+        }
         match self.class() {
             Class::Replica => f.push('S'),
             Class::Master => f.push('M'),
@@ -246,6 +252,8 @@ pub struct Global {
     pub loaded_expired: AtomicU64,
     /// Replication (see [`crate::repl`]).
     pub repl: crate::repl::Repl,
+    /// MONITOR clients, counted per shard (see [`crate::monitor`]).
+    pub monitors: Mutex<Vec<u32>>,
 }
 
 /// Samples of the counters INFO turns into rates (`instantaneous_ops_per_sec` ...): every
@@ -349,6 +357,7 @@ impl Global {
             loaded_keys: AtomicU64::new(0),
             loaded_expired: AtomicU64::new(0),
             repl: crate::repl::Repl::default(),
+            monitors: Mutex::new(Vec::new()),
         }
     }
 

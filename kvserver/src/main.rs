@@ -1,7 +1,7 @@
 //! kvserver: a thin thread-per-core Redis-compatible server over kvcore.
 //!
 //! # Layout
-//! Dependencies point one way: `net` → `pubsub`, `admin`, `coord` → `shard` → kvcore.
+//! Dependencies point one way: `net` → `pubsub`, `monitor`, `admin`, `coord` → `shard` → kvcore.
 //! - `main` (this file): start-up, one single-threaded executor per shard (a tokio
 //!   current-thread runtime: epoll readiness, like Redis's own event loop) pinned to the CPUs
 //!   the process may use, all accepting on the same port (SO_REUSEPORT); the cron ticker;
@@ -12,6 +12,8 @@
 //!   batch; MULTI queues, subscribed mode and the mailbox of a subscriber.
 //! - `pubsub`: subscribers of each shard, every shard's view of where subscriptions are,
 //!   PUBLISH, PUBSUB, keyspace notifications.
+//! - `monitor`: MONITOR clients of each shard and the store hook that shows them every
+//!   command run.
 //! - `admin`: commands over all shards or the server (INFO, KEYS, SCAN, CLIENT, CONFIG ...).
 //! - `coord`: `route` (key → slot → shard), `multi` (commands whose keys span shards, under
 //!   key intent locks), `blocking` (clients waiting for keys of any shard), `tx` (EXEC's plan,
@@ -38,6 +40,7 @@ mod coord;
 mod global;
 mod log;
 mod metrics;
+mod monitor;
 mod net;
 mod options;
 mod persist;
@@ -470,6 +473,7 @@ async fn shard_main(
         })
     }));
     db.set_memory_budget(Box::new(shard::evict::Budget::new(i, inboxes.clone())));
+    db.monitor_feed = Some(monitor::feeder(global.clone(), inboxes.clone()));
     // No replica yet: `min-replicas-to-write` refuses writes from the start.
     db.too_few_replicas = global
         .opts

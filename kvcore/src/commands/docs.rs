@@ -381,6 +381,11 @@ impl Entry {
             .unwrap_or(0)
     }
 
+    /// Whether COMMAND INFO lists `flag` (lower case, as `admin` or `write`) among its flags.
+    pub fn has_flag(&self, flag: &str) -> bool {
+        self.info.lines().any(|l| l.strip_prefix('t') == Some(flag))
+    }
+
     /// Whether the command may be called without keys (the `no_mandatory_keys` flag).
     pub fn no_mandatory_keys(&self) -> bool {
         self.info.lines().any(|l| l == "tno_mandatory_keys")

@@ -1,5 +1,5 @@
 //! Commands that need more than one store: transactions (MULTI, EXEC, DISCARD, WATCH,
-//! UNWATCH), pub/sub (SUBSCRIBE ... PUBLISH, PUBSUB), WAIT and replication (REPLICAOF, REPLCONF,
+//! UNWATCH), pub/sub (SUBSCRIBE ... PUBLISH, PUBSUB), WAIT, MONITOR and replication (REPLICAOF, REPLCONF,
 //! PSYNC, SYNC, ROLE). A server answers them itself before
 //! it dispatches to a store; their rows are here so that lookup, arity checks and COMMAND know
 //! them. A store called directly (an embedded `Db`) has no other clients to publish to and no
@@ -127,6 +127,15 @@ pub(super) static COMMANDS: &[CommandSpec] = &[
     ),
     cmd!("pubsub", -2, CONN, 0, 0, 0, server_only),
     cmd!("wait", 3, BLOCKING | CONN, 0, 0, 0, server_only),
+    cmd!(
+        "monitor",
+        1,
+        ADMIN | NOSCRIPT | LOADING | STALE | CONN,
+        0,
+        0,
+        0,
+        server_only
+    ),
     cmd!(
         "replicaof",
         3,

@@ -488,6 +488,8 @@ struct Conn<'a> {
     watches: Option<Box<Watches>>,
     /// Channels and patterns subscribed.
     subs: Option<Box<Subscriptions>>,
+    /// MONITOR ran: where the lines of the commands run wait (see [`crate::monitor`]).
+    monitor: Option<Rc<pubsub::Mailbox>>,
     /// This connection is the link from this replica's master (see [`serve_master`]).
     link: Option<Box<MasterSide>>,
     /// PSYNC or SYNC came: the connection becomes a replica's feed.
@@ -611,6 +613,7 @@ impl<'a> Conn<'a> {
             multi: None,
             watches: None,
             subs: None,
+            monitor: None,
             link: None,
             psync: None,
             handshake: Handshake::default(),
@@ -739,11 +742,18 @@ impl<'a> Conn<'a> {
 
     /// Whether the client holds nothing that ties it to this shard.
     fn settled(&self) -> bool {
-        self.multi.is_none() && self.watches.is_none() && self.subs.is_none() && self.link.is_none()
+        self.multi.is_none()
+            && self.watches.is_none()
+            && self.subs.is_none()
+            && self.link.is_none()
+            && self.monitor.is_none()
     }
 
     fn mailbox(&self) -> Option<Rc<pubsub::Mailbox>> {
-        self.subs.as_ref().map(|s| s.mailbox.clone())
+        match &self.monitor {
+            Some(m) => Some(m.clone()),
+            None => self.subs.as_ref().map(|s| s.mailbox.clone()),
+        }
     }
 
     /// Writes out what was delivered to the client's mailbox; an error when it went past its
@@ -759,6 +769,17 @@ impl<'a> Conn<'a> {
                 self.out = self.shard.bufs.borrow_mut().take_out();
             }
             s.mailbox.drain_into(&mut self.out);
+        }
+        if let Some(m) = &self.monitor {
+            if m.is_cut() {
+                return Err(std::io::Error::other(
+                    "closing monitor that reached the replica output buffer limit",
+                ));
+            }
+            if self.out.capacity() == 0 {
+                self.out = self.shard.bufs.borrow_mut().take_out();
+            }
+            m.drain_into(&mut self.out);
         }
         self.write_out(stream).await
     }
@@ -951,6 +972,7 @@ impl<'a> Conn<'a> {
     /// path (a command of the plain lane changes none of these).
     fn plain(&self) -> bool {
         self.subs.is_none()
+            && self.monitor.is_none()
             && self.multi.is_none()
             && self.link.is_none()
             && !self.pend.active
@@ -1052,7 +1074,7 @@ impl<'a> Conn<'a> {
     /// one for another shard. `None`: take [`Conn::command`].
     #[inline]
     fn try_now(&mut self, args: &[&[u8]]) -> Option<Ran> {
-        if self.subs.is_some() {
+        if self.subs.is_some() || self.monitor.is_some() {
             return None;
         }
         if self.multi.is_some() {
@@ -1113,6 +1135,9 @@ impl<'a> Conn<'a> {
                 let mut d = self.shard.db.borrow_mut();
                 d.stats.commands += 1;
                 d.record(spec, args, nanos, Outcome::Ran(false), b"", self.session.id);
+                if d.monitoring {
+                    d.feed_monitors(self.session, spec, args, false);
+                }
                 drop(d);
                 let out = if self.pend.active {
                     let a = self.pend.local.len();
@@ -1139,6 +1164,18 @@ impl<'a> Conn<'a> {
         start: Option<quanta::Instant>,
         mark: usize,
     ) {
+        self.count_fed(spec, args, start, mark, false);
+    }
+
+    /// [`Conn::count`] of a command the monitors were shown already (`fed`), or are shown now.
+    fn count_fed(
+        &self,
+        spec: &'static CommandSpec,
+        args: &[&[u8]],
+        start: Option<quanta::Instant>,
+        mark: usize,
+        fed: bool,
+    ) {
         let nanos = start.map_or(0, |s| s.elapsed().as_nanos() as u64);
         let reply = self.out.get(mark..).unwrap_or_default();
         let failed = reply.first() == Some(&b'-');
@@ -1152,6 +1189,18 @@ impl<'a> Conn<'a> {
             reply,
             self.session.id,
         );
+        if d.monitoring && !fed {
+            d.feed_monitors(self.session, spec, args, false);
+        }
+    }
+
+    /// Feeds the monitors what Redis feeds them before a command the connection runs itself
+    /// runs (a script's call, ahead of its commands).
+    fn feed_before(&self, spec: &'static CommandSpec, args: &[&[u8]]) {
+        let d = self.shard.db.borrow();
+        if d.monitoring {
+            d.feed_monitors(self.session, spec, args, true);
+        }
     }
 
     /// Adds a command for shard `s` to its batch (sent when the read batch is done).
@@ -1241,6 +1290,15 @@ impl<'a> Conn<'a> {
             self.leave().await;
         }
         let route = classify(shard, self.session, args);
+        if self.monitor.is_some()
+            && commands::lookup(args[0]).is_some_and(|s| s.arity_ok(args.len()))
+            && crate::monitor::refused(args)
+        {
+            self.resolve().await;
+            self.out
+                .extend_from_slice(b"-ERR Replica can't interact with the keyspace\r\n");
+            return Ok(Step::Go);
+        }
         if self.subscribed_resp2() {
             if let Some(step) = self.in_subscribed_mode(args, &route) {
                 return Ok(step);
@@ -1281,6 +1339,7 @@ impl<'a> Conn<'a> {
             Route::Multi(spec) => {
                 self.hops = 0;
                 self.resolve().await;
+                self.feed_before(spec, args);
                 let (start, mark) = (quanta::Instant::now(), self.out.len());
                 // Boxed: rare, and its state would otherwise enlarge every idle connection.
                 Box::pin(multi::run(shard, self.session, args, &mut self.out)).await;
@@ -1292,6 +1351,14 @@ impl<'a> Conn<'a> {
                 // The replies before it go out now: this one may take a while.
                 self.write_out(stream).await?;
                 let mark = self.out.len();
+                // Redis shows a blocking command when it first runs, before it waits.
+                let spec = commands::lookup(args[0]);
+                if let Some(spec) = spec.filter(|s| s.arity_ok(args.len())) {
+                    let d = self.shard.db.borrow();
+                    if d.monitoring {
+                        d.feed_monitors(self.session, spec, args, false);
+                    }
+                }
                 let mut sent_meanwhile = Vec::new();
                 let ended = {
                     let gone = read_while_blocked(stream, &mut sent_meanwhile, input_room);
@@ -1311,8 +1378,8 @@ impl<'a> Conn<'a> {
                 }
                 // Counted without a duration: the time it waited is no work (as in Redis,
                 // where a blocked command is timed only when it runs).
-                if let Some(spec) = commands::lookup(args[0]) {
-                    self.count(spec, args, None, mark);
+                if let Some(spec) = spec {
+                    self.count_fed(spec, args, None, mark, spec.arity_ok(args.len()));
                 }
                 if !sent_meanwhile.is_empty() {
                     return Ok(Step::Input(sent_meanwhile));
@@ -1321,6 +1388,9 @@ impl<'a> Conn<'a> {
             Route::Special => {
                 self.resolve().await;
                 let (start, mark) = (quanta::Instant::now(), self.out.len());
+                if let Some(spec) = commands::lookup(args[0]) {
+                    self.feed_before(spec, args);
+                }
                 let (session, entry) = (&mut *self.session, self.entry);
                 if Box::pin(admin::run(shard, session, entry, args, &mut self.out)).await {
                     return Ok(Step::Close);
@@ -1361,6 +1431,7 @@ impl<'a> Conn<'a> {
             Route::Conn(spec) => {
                 self.hops = 0;
                 self.resolve().await;
+                self.feed_before(spec, args);
                 let (start, mark) = (quanta::Instant::now(), self.out.len());
                 Box::pin(self.served_here(spec, args)).await;
                 self.count(spec, args, Some(start), mark);
@@ -1558,6 +1629,14 @@ impl<'a> Conn<'a> {
                 }
             }
             "exec" => self.exec().await,
+            // Like Redis, a client already monitoring gets no reply.
+            "monitor" if self.monitor.is_none() => {
+                let proto = self.session.proto;
+                self.monitor = Some(crate::monitor::start(shard, self.entry, proto).await);
+                *lock(&self.entry.last_cmd) = "monitor";
+                self.out.extend_from_slice(b"+OK\r\n");
+            }
+            "monitor" => {}
             "watch" => {
                 if self.multi.is_some() {
                     self.out
@@ -2281,6 +2360,11 @@ impl<'a> Conn<'a> {
                 "replconf" | "psync" | "sync" | "replicaof" | "slaveof" => {
                     out.extend_from_slice(b"-ERR Command not allowed inside a transaction\r\n");
                 }
+                "monitor" => {
+                    out.extend_from_slice(
+                        b"-ERR MONITOR isn't allowed for DENY BLOCKING client\r\n",
+                    );
+                }
                 _ => {
                     pubsub::command(
                         shard,
@@ -2368,6 +2452,9 @@ impl<'a> Conn<'a> {
         }
         self.unwatch().await;
         pubsub::leave(self.shard, &mut self.subs, self.entry).await;
+        if self.monitor.take().is_some() {
+            crate::monitor::stop(self.shard, self.entry).await;
+        }
     }
 }
 

@@ -90,14 +90,36 @@ impl Mailbox {
         self.buf.borrow().is_empty()
     }
 
+    /// An empty mailbox for client `id`, cut off past `limit`.
+    pub fn new(id: u64, proto: Proto, limit: OutputLimit) -> Rc<Mailbox> {
+        Rc::new(Mailbox {
+            id,
+            resp3: Cell::new(proto == Proto::Resp3),
+            buf: RefCell::new(Vec::new()),
+            wake: LocalNotify::default(),
+            cut: Cell::new(false),
+            soft_since: Cell::new(None),
+            limit,
+        })
+    }
+
     /// Appends a message; true when this cut the client off.
     fn deliver(&self, message: &mut Encoded<'_>) -> bool {
         if self.cut.get() {
             return false;
         }
+        let bytes = message.get(self.resp3.get());
+        self.deliver_bytes(bytes)
+    }
+
+    /// Appends bytes already encoded; true when this cut the client off.
+    pub fn deliver_bytes(&self, bytes: &[u8]) -> bool {
+        if self.cut.get() {
+            return false;
+        }
         let len = {
             let mut buf = self.buf.borrow_mut();
-            buf.extend_from_slice(message.get(self.resp3.get()));
+            buf.extend_from_slice(bytes);
             buf.len() as u64
         };
         let l = self.limit;
@@ -218,15 +240,7 @@ pub struct Subscriptions {
 impl Subscriptions {
     fn new(id: u64, proto: Proto, limit: OutputLimit) -> Box<Subscriptions> {
         Box::new(Subscriptions {
-            mailbox: Rc::new(Mailbox {
-                id,
-                resp3: Cell::new(proto == Proto::Resp3),
-                buf: RefCell::new(Vec::new()),
-                wake: LocalNotify::default(),
-                cut: Cell::new(false),
-                soft_since: Cell::new(None),
-                limit,
-            }),
+            mailbox: Mailbox::new(id, proto, limit),
             channels: Default::default(),
             patterns: HashSet::new(),
         })

@@ -29,6 +29,7 @@ mod hashes;
 mod hyperloglog;
 mod introspection;
 mod lists;
+mod monitor;
 mod pubsub;
 mod scripting;
 mod sets;
