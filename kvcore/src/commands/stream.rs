@@ -807,9 +807,8 @@ fn read_group(
         }
     }
     let history = matches!(from, ReadFrom::After(_));
-    let created = !s.groups[group].consumers.contains_key(consumer);
-    {
-        let g = s.groups.get_mut(group).expect("looked up above");
+    let created = !g.consumers.contains_key(consumer);
+    if let Some(g) = s.groups.get_mut(group) {
         let c = g
             .consumers
             .entry(consumer.into())
@@ -837,13 +836,18 @@ fn read_group(
     let begin = after.incr().unwrap_or(StreamId::MAX);
     if history {
         // The consumer's own pending entries from `begin`: each one found is delivered again.
-        let g = s.groups.get(group).expect("looked up above");
-        let ids: Vec<StreamId> = g.consumers[consumer]
-            .pel
-            .range(begin..)
-            .take(if count == 0 { usize::MAX } else { count })
-            .copied()
-            .collect();
+        let ids: Vec<StreamId> = s
+            .groups
+            .get(group)
+            .and_then(|g| g.consumers.get(consumer))
+            .map(|c| {
+                c.pel
+                    .range(begin..)
+                    .take(if count == 0 { usize::MAX } else { count })
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
         w.array_len(ids.len());
         let mut found = Vec::with_capacity(ids.len());
         for &id in &ids {
@@ -859,11 +863,12 @@ fn read_group(
                 }
             }
         }
-        let g = s.groups.get_mut(group).expect("looked up above");
-        for id in found {
-            if let Some(n) = g.pel.get_mut(&id) {
-                n.delivery_time = now;
-                n.delivery_count += 1;
+        if let Some(g) = s.groups.get_mut(group) {
+            for id in found {
+                if let Some(n) = g.pel.get_mut(&id) {
+                    n.delivery_time = now;
+                    n.delivery_count += 1;
+                }
             }
         }
         return true;
@@ -876,7 +881,9 @@ fn read_group(
         write_item(&mut w, it);
     }
     drop(items);
-    let g0 = &s.groups[group];
+    let Some(g0) = s.groups.get(group) else {
+        return true;
+    };
     let (mut last_id, mut entries_read) = (g0.last_id, g0.entries_read);
     let mut steps = Vec::with_capacity(ids.len());
     for &id in &ids {
@@ -891,7 +898,9 @@ fn read_group(
         steps.push(last_id);
     }
     let moved = last_id != g0.last_id || entries_read != g0.entries_read;
-    let g = s.groups.get_mut(group).expect("looked up above");
+    let Some(g) = s.groups.get_mut(group) else {
+        return true;
+    };
     g.last_id = last_id;
     g.entries_read = entries_read;
     let mut claims: Vec<(StreamId, StreamId, u64)> = Vec::new();
@@ -1618,6 +1627,41 @@ fn reassign(g: &mut Group, id: StreamId, consumer: &[u8]) {
     }
 }
 
+/// XCLAIM's and XAUTOCLAIM's step for one pending entry: gives it to `consumer`, delivered at
+/// `times.0` (the consumer active at `times.1`), its count set to `retry` or (unless JUSTID)
+/// raised, and writes its ID or its entry. The entry's state after, for the log.
+#[allow(clippy::too_many_arguments)]
+fn claim(
+    s: &mut Stream,
+    group: &[u8],
+    id: StreamId,
+    consumer: &[u8],
+    times: (u64, i64),
+    retry: Option<u64>,
+    justid: bool,
+    w: &mut ReplyWriter<'_>,
+) -> Option<Nack> {
+    let g = s.groups.get_mut(group)?;
+    reassign(g, id, consumer);
+    let nk = g.pel.get_mut(&id)?;
+    nk.delivery_time = times.0;
+    match retry {
+        Some(n) => nk.delivery_count = n,
+        None if !justid => nk.delivery_count += 1,
+        None => {}
+    }
+    let nk = nk.clone();
+    if let Some(cons) = g.consumers.get_mut(consumer) {
+        cons.active_time = times.1;
+    }
+    if justid {
+        write_id(w, id);
+    } else if let Some(it) = s.get(id) {
+        write_item(w, &it);
+    }
+    Some(nk)
+}
+
 /// Drops the pending entry `id`.
 fn drop_pending(g: &mut Group, id: StreamId) -> Option<Nack> {
     let n = g.pel.remove(&id)?;
@@ -1726,7 +1770,9 @@ fn xclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let mut logs: Vec<(StreamId, Option<Nack>)> = Vec::new();
     for (id, _) in ids {
         let exists = s.get(id).is_some();
-        let g = s.groups.get_mut(group).expect("looked up above");
+        let Some(g) = s.groups.get_mut(group) else {
+            break;
+        };
         if !exists {
             if let Some(nack) = drop_pending(g, id) {
                 logs.push((id, Some(nack)));
@@ -1753,31 +1799,31 @@ fn xclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
         if !fresh && minidle > 0 && now - (nk.delivery_time as i64) < minidle {
             continue;
         }
-        reassign(g, id, consumer);
-        let nk = g.pel.get_mut(&id).expect("present");
-        nk.delivery_time = deliverytime as u64;
-        if retrycount >= 0 {
-            nk.delivery_count = retrycount as u64;
-        } else if !justid {
-            nk.delivery_count += 1;
-        }
-        let nk = nk.clone();
-        if let Some(cons) = g.consumers.get_mut(consumer) {
-            cons.active_time = now;
-        }
-        if justid {
-            write_id(&mut w, id);
-        } else if let Some(it) = s.get(id) {
-            write_item(&mut w, &it);
-        }
+        let retry = (retrycount >= 0).then_some(retrycount as u64);
+        let Some(nk) = claim(
+            s,
+            group,
+            id,
+            consumer,
+            (deliverytime as u64, now),
+            retry,
+            justid,
+            &mut w,
+        ) else {
+            continue;
+        };
         n += 1;
         logs.push((id, Some(nk)));
         propagate_last = false;
     }
     c.out.array_len(n);
     c.out.out.extend_from_slice(&reply);
-    let g = &s.groups[group];
-    let (glast, gread) = (g.last_id, g.entries_read);
+    let (glast, gread) = s
+        .groups
+        .get(group)
+        .map_or((StreamId::MIN, INVALID_ENTRIES_READ), |g| {
+            (g.last_id, g.entries_read)
+        });
     if logging {
         c.db.pull_keyspace_logs();
         for (id, nack) in logs {
@@ -1855,11 +1901,11 @@ fn xautoclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let mut logs: Vec<(StreamId, Nack)> = Vec::new();
     let mut cursor = start;
     let mut next = StreamId::MIN;
-    loop {
-        let g = s.groups.get(group).expect("looked up above");
-        let Some((&id, _)) = g.pel.range(cursor..).next() else {
-            break;
-        };
+    while let Some((&id, _)) = s
+        .groups
+        .get(group)
+        .and_then(|g| g.pel.range(cursor..).next())
+    {
         if attempts == 0 || count == 0 {
             next = id;
             break;
@@ -1870,7 +1916,9 @@ fn xautoclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
             None => StreamId::MAX,
         };
         let exists = s.get(id).is_some();
-        let g = s.groups.get_mut(group).expect("looked up above");
+        let Some(g) = s.groups.get_mut(group) else {
+            break;
+        };
         if !exists {
             if let Some(nack) = drop_pending(g, id) {
                 logs.push((id, nack));
@@ -1878,31 +1926,27 @@ fn xautoclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
             deleted.push(id);
             count -= 1;
         } else {
-            let nk = &g.pel[&id];
-            if minidle > 0 && now - (nk.delivery_time as i64) < minidle {
+            let idle = g.pel.get(&id).map_or(0, |nk| now - nk.delivery_time as i64);
+            if minidle > 0 && idle < minidle {
                 if id == StreamId::MAX {
                     break;
                 }
                 continue;
             }
-            reassign(g, id, consumer);
-            let nk = g.pel.get_mut(&id).expect("present");
-            nk.delivery_time = now as u64;
-            if !justid {
-                nk.delivery_count += 1;
+            if let Some(nk) = claim(
+                s,
+                group,
+                id,
+                consumer,
+                (now as u64, now),
+                None,
+                justid,
+                &mut w,
+            ) {
+                claimed += 1;
+                count -= 1;
+                logs.push((id, nk));
             }
-            let nk = nk.clone();
-            if let Some(cons) = g.consumers.get_mut(consumer) {
-                cons.active_time = now;
-            }
-            if justid {
-                write_id(&mut w, id);
-            } else if let Some(it) = s.get(id) {
-                write_item(&mut w, &it);
-            }
-            claimed += 1;
-            count -= 1;
-            logs.push((id, nk));
         }
         if id == StreamId::MAX {
             break;
@@ -1916,7 +1960,7 @@ fn xautoclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
     for id in &deleted {
         write_id(&mut c.out, *id);
     }
-    let glast = s.groups[group].last_id;
+    let glast = s.groups.get(group).map_or(StreamId::MIN, |g| g.last_id);
     if logging {
         c.db.pull_keyspace_logs();
         for (id, nack) in logs {
@@ -2168,11 +2212,16 @@ fn info_stream(w: &mut ReplyWriter<'_>, s: &Stream, sub: &[u8], opts: &[&[u8]]) 
             w.bulk(b"pending");
             w.array_len(take(cons.pel.len()));
             for id in cons.pel.iter().take(take(cons.pel.len())) {
-                let n = &g.pel[id];
+                // Every entry of a consumer's PEL is in its group's (kept so, and checked on
+                // load).
+                let (time, count) = g
+                    .pel
+                    .get(id)
+                    .map_or((0, 0), |n| (n.delivery_time, n.delivery_count));
                 w.array_len(3);
                 write_id(w, *id);
-                w.int(n.delivery_time as i64);
-                w.int(n.delivery_count as i64);
+                w.int(time as i64);
+                w.int(count as i64);
             }
         }
     }
