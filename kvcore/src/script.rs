@@ -334,16 +334,23 @@ end
 local function fail(kind, why)
   raw_error('Cannot serialise ' .. kind .. ': ' .. why, 0)
 end
+-- The encoder's settings (lua-cjson's json_config_t), changed by cjson.encode_* below.
+local cfg = { depth = 1000, invalid = 0, convert = false, ratio = 2, safe = 10, precision = 14,
+  decode_depth = 1000, decode_invalid = true }
 local function enc_number(n)
-  if n ~= n or n == huge or n == -huge then fail('number', 'must not be NaN or Inf') end
-  return format('%.14g', n)
+  if n ~= n or n == huge or n == -huge then
+    if cfg.invalid == 0 then fail('number', 'must not be NaN or Inf') end
+    if cfg.invalid == 2 then return 'null' end
+    if n ~= n then return 'nan' end
+  end
+  return format('%.' .. cfg.precision .. 'g', n)
 end
 local function enc_string(s)
   return '"' .. (gsub(s, '[%c"\\/]', escapes)) .. '"'
 end
 local encode_value
 local function enc_table(t, depth)
-  if depth > 1000 then raw_error(format('Cannot serialise, excessive nesting (%d)', depth), 0) end
+  if depth > cfg.depth then raw_error(format('Cannot serialise, excessive nesting (%d)', depth), 0) end
   local max, items, array = 0, 0, true
   for k in pairs(t) do
     if raw_type(k) == 'number' and k ~= 0 and floor(k) == k and k >= 1 then
@@ -354,7 +361,10 @@ local function enc_table(t, depth)
       break
     end
   end
-  if array and max > items * 2 and max > 10 then fail('table', 'excessively sparse array') end
+  if array and cfg.ratio > 0 and max > items * cfg.ratio and max > cfg.safe then
+    if not cfg.convert then fail('table', 'excessively sparse array') end
+    array = false
+  end
   local out = {}
   if array and max > 0 then
     for i = 1, max do out[i] = encode_value(t[i], depth) end
@@ -381,8 +391,61 @@ encode_value = function(v, depth)
   end
   fail(t, 'type not supported')
 end
+-- lua-cjson's configuration functions: each sets what it is given and returns the setting.
+local function int_option(name, arg, key, min, max, pos)
+  if arg ~= nil then
+    local v = arg
+    if raw_type(v) == 'string' then v = tonumber(v) end
+    if raw_type(v) ~= 'number' then
+      raw_error(format("bad argument #%d to '%s' (number expected, got %s)",
+        pos or 1, name, raw_type(arg)), 0)
+    end
+    v = v >= 0 and floor(v) or -floor(-v)
+    if v < min or v > max then
+      raw_error(format("bad argument #%d to '%s' (expected integer between %d and %d)",
+        pos or 1, name, min, max), 0)
+    end
+    cfg[key] = v
+  end
+  return cfg[key]
+end
+-- An on/off setting: a boolean, or 'on' / 'off' (and 'null' where `null_ok`), as lua-cjson's
+-- json_enum_option reads it; returned as a boolean ('null' as itself).
+local function enum_option(name, arg, null_ok)
+  if arg == nil then return nil end
+  if arg == true or arg == 'on' then return 1 end
+  if arg == false or arg == 'off' then return 0 end
+  if null_ok and arg == 'null' then return 2 end
+  raw_error(format("bad argument #1 to '%s' (invalid option '%s')", name, tostring(arg)), 0)
+end
+local function shown(v) if v == 2 then return 'null' end return v == 1 end
+function cjson.encode_max_depth(n) return int_option('encode_max_depth', n, 'depth', 1, 2147483647) end
+function cjson.decode_max_depth(n)
+  return int_option('decode_max_depth', n, 'decode_depth', 1, 2147483647)
+end
+function cjson.encode_number_precision(n)
+  return int_option('encode_number_precision', n, 'precision', 1, 14)
+end
+function cjson.encode_invalid_numbers(v)
+  local o = enum_option('encode_invalid_numbers', v, true)
+  if o ~= nil then cfg.invalid = o end
+  return shown(cfg.invalid)
+end
+function cjson.decode_invalid_numbers(v)
+  local o = enum_option('decode_invalid_numbers', v, false)
+  if o ~= nil then cfg.decode_invalid = (o == 1) end
+  return cfg.decode_invalid
+end
+function cjson.encode_sparse_array(convert, ratio, safe)
+  local o = enum_option('encode_sparse_array', convert, false)
+  if o ~= nil then cfg.convert = (o == 1) end
+  if ratio ~= nil then int_option('encode_sparse_array', ratio, 'ratio', 0, 2147483647, 2) end
+  if safe ~= nil then int_option('encode_sparse_array', safe, 'safe', 0, 2147483647, 3) end
+  return cfg.convert, cfg.ratio, cfg.safe
+end
 -- Whether cjson keeps its buffer between calls: memory reuse only, nothing a script sees.
 function cjson.encode_keep_buffer(keep) return keep end
+api.cjson_cfg = cfg
 api.encode_value = encode_value
 api.cjson = cjson
 G.cjson = cjson
@@ -394,7 +457,7 @@ G.bit = api.bit
 local function pcall_result(ok, ...)
   if ok then return ok, ... end
   local e = ...
-  if raw_type(e) == 'userdata' then e = api.error_text(e) end
+  if raw_type(e) == 'userdata' then e = api.pcall_text(e) end
   if raw_type(e) == 'table' and raw_type(rawget(e, 'err')) == 'string' then
     e = rawget(e, 'err')
   end
@@ -549,7 +612,24 @@ impl Engine {
             };
             lua.create_string(text)
         })?;
+        // What pcall returns for a failed C function: a raised message as it is (lua-cjson's
+        // and LuaBitOp's errors), a command's error reply as its text.
+        let pcall_text = lua.create_function(|lua, e: Lv| {
+            fn text(err: &mlua::Error) -> Vec<u8> {
+                match err {
+                    mlua::Error::RuntimeError(_) => lua_error_text(err).into_bytes(),
+                    mlua::Error::CallbackError { cause, .. } => text(cause),
+                    other => script_error_text(other),
+                }
+            }
+            let t = match &e {
+                Lv::Error(err) => text(err),
+                other => other.to_string()?.into_bytes(),
+            };
+            lua.create_string(t)
+        })?;
         let api = lua.create_table()?;
+        api.set("pcall_text", pcall_text)?;
         api.set("sha1hex", api_sha)?;
         api.set("error_reply", error_reply)?;
         api.set("error_text", error_text)?;
@@ -576,7 +656,26 @@ impl Engine {
                 .map_err(|e| located(lua, &lua_error_text(&e)))
         })?;
         let cjson: Table = api.get("cjson")?;
+        lua.set_named_registry_value("kv_cjson_cfg", api.get::<Table>("cjson_cfg")?)?;
         cjson.raw_set("encode", encode)?;
+        // The configuration functions are C functions too: their argument errors name the
+        // script's line, and a tail call keeps the script's frame.
+        for name in [
+            "encode_max_depth",
+            "decode_max_depth",
+            "encode_number_precision",
+            "encode_invalid_numbers",
+            "decode_invalid_numbers",
+            "encode_sparse_array",
+        ] {
+            let inner: Function = cjson.raw_get(name)?;
+            let outer = lua.create_function(move |lua, args: MultiValue| {
+                inner
+                    .call::<MultiValue>(args)
+                    .map_err(|e| located(lua, &lua_error_text(&e)))
+            })?;
+            cjson.raw_set(name, outer)?;
+        }
         let runner_args: Function = api.get("runner_args")?;
         let compiled = lua.create_table()?;
         Ok(Engine {
@@ -638,11 +737,51 @@ fn located(lua: &Lua, msg: &str) -> mlua::Error {
     mlua::Error::RuntimeError(format!("{at}{msg}"))
 }
 
-/// `cjson.decode`: JSON text to Lua values (`null` is `cjson.null`).
+/// `cjson.decode`: JSON text to Lua values (`null` is `cjson.null`); nesting past
+/// `cjson.decode_max_depth` is lua-cjson's error.
 fn json_decode(lua: &Lua, text: mlua::String) -> mlua::Result<Lv> {
+    let max = lua
+        .named_registry_value::<Table>("kv_cjson_cfg")
+        .and_then(|cfg| cfg.raw_get::<i64>("decode_depth"))
+        .unwrap_or(1000);
+    if let Some((depth, at)) = too_deep(&text.as_bytes(), max) {
+        return Err(located(
+            lua,
+            &format!("Found too many nested data structures ({depth}) at character {at}"),
+        ));
+    }
     let v: serde_json::Value = serde_json::from_slice(&text.as_bytes())
         .map_err(|e| located(lua, &format!("Expected value but found invalid token: {e}")))?;
     json_to_lua(lua, &v)
+}
+
+/// Where JSON text first nests deeper than `max` (outside strings): the depth and the
+/// 1-based character of the bracket that opened it.
+fn too_deep(text: &[u8], max: i64) -> Option<(i64, usize)> {
+    let (mut depth, mut in_str, mut escaped) = (0i64, false, false);
+    for (i, &c) in text.iter().enumerate() {
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return Some((depth, i + 1));
+                }
+            }
+            b']' | b'}' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 fn json_to_lua(lua: &Lua, v: &serde_json::Value) -> mlua::Result<Lv> {
