@@ -979,6 +979,32 @@ fn log_xclaim(
     );
 }
 
+/// Logs what XCLAIM or XAUTOCLAIM did to each pending entry (its state after, or the one it
+/// dropped), as the XCLAIMs that redo it, after the deletions of keys found expired.
+fn log_claims(
+    db: &mut Db,
+    dbi: usize,
+    key: &[u8],
+    group: &[u8],
+    claims: Vec<(StreamId, Nack)>,
+    last: StreamId,
+) {
+    db.pull_keyspace_logs();
+    for (id, n) in claims {
+        log_xclaim(
+            db,
+            dbi,
+            key,
+            group,
+            &n.consumer,
+            id,
+            n.delivery_time,
+            n.delivery_count,
+            last,
+        );
+    }
+}
+
 /// Logs `XGROUP SETID key group last ENTRIESREAD n`.
 fn log_setid(db: &mut Db, dbi: usize, key: &[u8], group: &[u8], last: StreamId, read: i64) {
     let last = last.text();
@@ -1027,6 +1053,21 @@ pub struct ReadWait {
     pub noack: bool,
 }
 
+impl ReadWait {
+    /// What `call` waits for, its keys' starts resolved (key index, start).
+    pub fn new(call: &ReadCall<'_>, starts: &[(usize, ReadFrom)]) -> ReadWait {
+        ReadWait {
+            keys: starts
+                .iter()
+                .map(|&(i, f)| (call.keys[i].to_vec(), f))
+                .collect(),
+            count: call.count,
+            group: call.group.map(|(g, c)| (g.to_vec(), c.to_vec())),
+            noack: call.noack,
+        }
+    }
+}
+
 impl Db {
     /// Runs an XREAD/XREADGROUP for a client that may block: answers into `w` and returns
     /// `None` when it could (data, or an error, or no BLOCK); else writes nothing and returns
@@ -1060,18 +1101,7 @@ impl Db {
             w.null_array();
             return None;
         };
-        Some((
-            block,
-            ReadWait {
-                keys: from
-                    .iter()
-                    .map(|&(i, f)| (call.keys[i].to_vec(), f))
-                    .collect(),
-                count: call.count,
-                group: call.group.map(|(g, c)| (g.to_vec(), c.to_vec())),
-                noack: call.noack,
-            },
-        ))
+        Some((block, ReadWait::new(&call, &from)))
     }
 
     /// For a read whose keys span stores: resolves the starts of the keys `idx` (indices
@@ -1767,7 +1797,7 @@ fn xclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let mut reply = Vec::new();
     let mut w = ReplyWriter::new(&mut reply, c.out.proto);
     let mut n = 0usize;
-    let mut logs: Vec<(StreamId, Option<Nack>)> = Vec::new();
+    let mut logs: Vec<(StreamId, Nack)> = Vec::new();
     for (id, _) in ids {
         let exists = s.get(id).is_some();
         let Some(g) = s.groups.get_mut(group) else {
@@ -1775,7 +1805,7 @@ fn xclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
         };
         if !exists {
             if let Some(nack) = drop_pending(g, id) {
-                logs.push((id, Some(nack)));
+                logs.push((id, nack));
                 propagate_last = false;
             }
             continue;
@@ -1813,7 +1843,7 @@ fn xclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
             continue;
         };
         n += 1;
-        logs.push((id, Some(nk)));
+        logs.push((id, nk));
         propagate_last = false;
     }
     c.out.array_len(n);
@@ -1825,22 +1855,7 @@ fn xclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
             (g.last_id, g.entries_read)
         });
     if logging {
-        c.db.pull_keyspace_logs();
-        for (id, nack) in logs {
-            if let Some(nack) = nack {
-                log_xclaim(
-                    c.db,
-                    dbi,
-                    key,
-                    group,
-                    &nack.consumer,
-                    id,
-                    nack.delivery_time,
-                    nack.delivery_count,
-                    glast,
-                );
-            }
-        }
+        log_claims(c.db, dbi, key, group, logs, glast);
         if propagate_last {
             log_setid(c.db, dbi, key, group, glast, gread);
         }
@@ -1962,20 +1977,7 @@ fn xautoclaim(c: &mut Ctx<'_>, a: &[&[u8]]) {
     }
     let glast = s.groups.get(group).map_or(StreamId::MIN, |g| g.last_id);
     if logging {
-        c.db.pull_keyspace_logs();
-        for (id, nack) in logs {
-            log_xclaim(
-                c.db,
-                dbi,
-                key,
-                group,
-                &nack.consumer,
-                id,
-                nack.delivery_time,
-                nack.delivery_count,
-                glast,
-            );
-        }
+        log_claims(c.db, dbi, key, group, logs, glast);
     }
 }
 

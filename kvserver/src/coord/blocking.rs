@@ -249,18 +249,7 @@ async fn run_stream<G: Future<Output = ()>>(
                     w.null_array();
                     None
                 }
-                Some(ms) => Some((
-                    ms,
-                    stream_api::ReadWait {
-                        keys: starts
-                            .iter()
-                            .map(|&(i, f)| (call.keys[i].to_vec(), f))
-                            .collect(),
-                        count: call.count,
-                        group: call.group.map(|(g, c)| (g.to_vec(), c.to_vec())),
-                        noack: call.noack,
-                    },
-                )),
+                Some(ms) => Some((ms, stream_api::ReadWait::new(&call, &starts))),
             },
         }
     };
