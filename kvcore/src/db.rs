@@ -257,7 +257,7 @@ pub struct Db {
     /// The access mode the keyspaces were last given.
     access: crate::evict::AccessMode,
     /// Whether the keyspaces were last told not to record accesses (CLIENT NO-TOUCH).
-    no_touch: bool,
+    pub(crate) no_touch: bool,
     /// Whether the periodic work expires keys (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
     /// Elements at least this long take a list node of their own (DEBUG
@@ -276,7 +276,7 @@ pub struct Db {
     /// answer MISCONF until a write succeeds.
     pub aof_error: Option<String>,
     /// This store belongs to a replica (see [`Db::set_replica`]).
-    replica: bool,
+    pub(crate) replica: bool,
     /// The server has fewer good replicas than `min-replicas-to-write`: writes answer
     /// NOREPLICAS (the host keeps it current).
     pub too_few_replicas: bool,
@@ -294,6 +294,8 @@ pub struct Db {
     pub monitoring: bool,
     /// Where commands go while [`Db::monitoring`] is set (see [`MonitorFeed`]).
     pub monitor_feed: Option<MonitorFeed>,
+    /// The rows of GET and SET, for [`Db::express`].
+    pub(crate) express_specs: [&'static commands::CommandSpec; 2],
 }
 
 /// A host's MONITOR feed: called with a command's session (its database as the command left
@@ -362,6 +364,7 @@ impl Db {
             rdb_failed: false,
             aof_error: None,
             changes: None,
+            express_specs: crate::express::specs(),
         };
         db.refresh_clock();
         db.host.started_ms = db.now;
@@ -391,7 +394,7 @@ impl Db {
         }
     }
 
-    fn set_no_touch(&mut self, no_touch: bool) {
+    pub(crate) fn set_no_touch(&mut self, no_touch: bool) {
         self.no_touch = no_touch;
         for ks in &mut self.dbs {
             ks.no_touch = no_touch;

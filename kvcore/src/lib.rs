@@ -36,6 +36,7 @@ pub mod db;
 pub mod error;
 pub mod events;
 pub mod evict;
+pub mod express;
 pub mod function;
 pub mod geo;
 pub mod glob;

@@ -32,7 +32,7 @@ mod set;
 mod sort;
 mod sources;
 mod stream;
-mod strings;
+pub(crate) mod strings;
 mod subcommands;
 mod zset;
 

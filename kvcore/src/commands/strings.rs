@@ -129,7 +129,11 @@ impl Db {
         if allowed {
             // A deadline already past is stored as it is (the key expires on its next
             // lookup), as Redis does.
-            self.dbs[dbi].set_str(key, value, opt.ttl, now);
+            if plain && matches!(opt.ttl, Ttl::Clear) {
+                self.dbs[dbi].set_plain(key, value, now);
+            } else {
+                self.dbs[dbi].set_str(key, value, opt.ttl, now);
+            }
             self.signal_modified(dbi, key);
             self.notify(class::STRING, "set", dbi, key);
             if let Ttl::At(_) = opt.ttl {
@@ -356,7 +360,7 @@ pub(crate) fn reply_err(w: &mut ReplyWriter<'_>, e: OpError) {
 }
 
 /// Writes a string value as a bulk reply, or returns WRONGTYPE.
-fn write_value(w: &mut ReplyWriter<'_>, v: Stored<'_>) -> OpResult<()> {
+pub(crate) fn write_value(w: &mut ReplyWriter<'_>, v: Stored<'_>) -> OpResult<()> {
     match v {
         Stored::Str(b) => w.bulk(b),
         Stored::Int(i) => w.bulk_int(i),

@@ -783,6 +783,7 @@ fn find<'a, L: Link>(mut cur: Option<&'a L>, key: &[u8], a: &L::Arena) -> Option
 }
 
 /// The slot in the chain starting at `slot` that holds `key`, or the chain's terminal `None`.
+#[inline]
 fn slot_of<'a, L: Link>(
     mut slot: &'a mut Option<L>,
     key: &[u8],

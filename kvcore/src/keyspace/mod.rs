@@ -104,6 +104,15 @@ impl Default for Keyspace {
     }
 }
 
+/// The next number of the keyspace's xorshift generator (LFU's counter increments).
+#[inline]
+fn xorshift(rng: &mut u64) -> u64 {
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    *rng
+}
+
 impl Keyspace {
     /// An empty database.
     pub fn new() -> Self {
@@ -213,6 +222,7 @@ impl Keyspace {
     /// [`Keyspace::live`], recording the access in the node when `touch`, (`write`) letting
     /// a running snapshot write the old value, and (`unembed`) turning a string held in its
     /// node into a [`Value`] (for a change in place).
+    #[inline]
     fn live_with(
         &mut self,
         key: &[u8],
@@ -258,12 +268,7 @@ impl Keyspace {
                 }
                 if touch {
                     let rng = &mut self.rng;
-                    let access = self.access.touched(n.access(), now, || {
-                        *rng ^= *rng << 13;
-                        *rng ^= *rng >> 7;
-                        *rng ^= *rng << 17;
-                        *rng
-                    });
+                    let access = self.access.touched(n.access(), now, || xorshift(rng));
                     n.set_access(access);
                 }
                 Some(n)
@@ -399,6 +404,42 @@ impl Keyspace {
     #[inline]
     pub fn set_str(&mut self, key: &[u8], s: &[u8], ttl: Ttl, now: u64) {
         self.put(key, NewValue::Bytes(s), ttl, now);
+    }
+
+    /// [`Keyspace::set_str`] with no deadline (SET without options), in one lookup for the
+    /// common cases: a key that is absent, or whose node holds a string of `s`'s length and
+    /// no deadline (so it cannot have expired), while no snapshot runs and this is not a
+    /// replica's view. Anything else goes the general way.
+    #[inline]
+    pub fn set_plain(&mut self, key: &[u8], s: &[u8], now: u64) {
+        if self.replica_view == ReplicaView::Own
+            && self.snap.is_none()
+            && crate::num::canonical_int(s).is_none()
+        {
+            match self.main.get_or_evict(key, |_| false) {
+                Err(_) => {
+                    self.seen_now = now;
+                    self.insert_new(key, NewValue::Bytes(s), 0, now);
+                    return;
+                }
+                Ok(n) => {
+                    if n.deadline() == 0 {
+                        if let Some(b) = n.embedded_mut(s.len()) {
+                            b.copy_from_slice(s);
+                            if !self.no_touch {
+                                let rng = &mut self.rng;
+                                let access = self.access.touched(n.access(), now, || xorshift(rng));
+                                n.set_access(access);
+                            }
+                            self.seen_now = now;
+                            self.main.rehash_step(REHASH_MOVES);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        self.put(key, NewValue::Bytes(s), Ttl::Clear, now);
     }
 
     #[inline(always)]
@@ -728,6 +769,79 @@ impl Keyspace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `set_plain` against `set_str` with no deadline, on keys of every form (integers,
+    /// strings in the node of the same or another length, strings too long for it, other
+    /// types, deadlines, expired keys) under both access modes: the same values, deadlines,
+    /// access fields and expiry counts.
+    #[test]
+    fn set_plain_is_set_str_without_a_deadline() {
+        let rng = crate::testutil::Rng::new(11);
+        let (mut a, mut b) = (Keyspace::new(), Keyspace::new());
+        let keys: [&[u8]; 4] = [b"k", b"key:000000000001", b"a-key-longer-than-sixteen", b""];
+        let long = vec![b'x'; 200];
+        let values: [&[u8]; 8] = [
+            b"va",
+            b"vb",
+            b"12",
+            b"-0",
+            b"",
+            &long,
+            b"vc",
+            b"9223372036854775808",
+        ];
+        let mut now = 1_000_000;
+        for step in 0..20_000 {
+            let k = keys[rng.below(keys.len() as u64) as usize];
+            let v = values[rng.below(values.len() as u64) as usize];
+            match rng.below(10) {
+                0..=4 => {
+                    a.set_plain(k, v, now);
+                    b.set_str(k, v, Ttl::Clear, now);
+                }
+                5 => {
+                    let at = Ttl::At(now + rng.below(3000));
+                    a.set_str(k, v, at, now);
+                    b.set_str(k, v, at, now);
+                }
+                6 => {
+                    a.set(k, Value::List(Default::default()), Ttl::Clear, now);
+                    b.set(k, Value::List(Default::default()), Ttl::Clear, now);
+                }
+                7 => {
+                    let (x, y) = (
+                        a.get(k, now).map(|n| n.access()),
+                        b.get(k, now).map(|n| n.access()),
+                    );
+                    assert_eq!(x, y);
+                }
+                8 => now += rng.below(2500),
+                _ => {
+                    let mode = if rng.below(2) == 0 {
+                        AccessMode::Lru
+                    } else {
+                        AccessMode::Lfu {
+                            log_factor: 1,
+                            decay_time: 1,
+                        }
+                    };
+                    a.access = mode;
+                    b.access = mode;
+                }
+            }
+            assert_eq!(a.len(), b.len(), "step {step}");
+            assert_eq!(a.expires_len(), b.expires_len());
+            assert_eq!(a.expired_keys, b.expired_keys);
+            for k in keys {
+                let (x, y) = (a.peek_stored(k), b.peek_stored(k));
+                assert_eq!(
+                    x.map(|n| (n.value(), n.expire_at(), n.access())),
+                    y.map(|n| (n.value(), n.expire_at(), n.access())),
+                    "step {step}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn member_prefetch_is_only_a_hint() {

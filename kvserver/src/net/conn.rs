@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
+use kvcore::express::Express;
 use kvcore::resp::parse::{Args, Limits, Parser, Status};
 use kvcore::resp::Proto;
 use kvcore::telemetry::Outcome;
@@ -988,6 +989,25 @@ impl<'a> Conn<'a> {
     /// `false`: nothing was done; take the general path.
     #[inline]
     fn run_plain(&mut self, args: &[&[u8]]) -> bool {
+        if let Some(x) = Express::of(args) {
+            let shard = self.shard;
+            let home = shard.n == 1 || route::shard_of(args[1], shard.n) == shard.id;
+            if home && shard.locks.borrow().is_idle() {
+                let ran = {
+                    let mut db = shard.db.borrow_mut();
+                    if db.admits(self.session) {
+                        db.express(self.session, x, args, &mut self.out)
+                    } else {
+                        None
+                    }
+                };
+                if let Some(spec) = ran {
+                    shard.after_command(spec, args);
+                    self.hops = 0;
+                    return true;
+                }
+            }
+        }
         let Some(spec) = commands::lookup(args[0]) else {
             return false;
         };

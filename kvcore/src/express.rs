@@ -1,0 +1,408 @@
+//! The express lane: `GET key` and `SET key value` (no options), the commands clients send
+//! most, run by [`Db::express`] without the steps of the general dispatch that cannot apply
+//! to them (the table lookup, the handler's call through a pointer and its option parsing,
+//! the checks for MONITOR, a replica's view, WRITE and BLOCKING flags).
+//!
+//! Everything a client can see is what [`Db::run_admitted`] with the GET or SET handler
+//! gives: the reply, the keyspace hits and misses, the access time or LFU counter of the key,
+//! WATCH, keyspace events, the change log (AOF, replicas), the dirty count, and the command's
+//! statistics, latency histogram and slow-log entry. A store in a state the lane does not
+//! cover (monitored, a replica's) answers `None` and the host takes the general path.
+
+use crate::commands::{self, CommandSpec};
+use crate::db::{Db, Session};
+use crate::events::class;
+use crate::resp::{Proto, ReplyWriter};
+use crate::telemetry::Outcome;
+
+/// A command of the express lane, recognised by [`Express::of`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Express {
+    /// `GET key`.
+    Get,
+    /// `SET key value`.
+    Set,
+}
+
+impl Express {
+    /// The express command `args` is, by its name (any case) and number of arguments: a
+    /// comparison of one word.
+    #[inline(always)]
+    pub fn of(args: &[&[u8]]) -> Option<Express> {
+        let &[a, b, c] = *args.first()? else {
+            return None;
+        };
+        // Setting bit 5 lowers a letter and turns no other byte into one of these letters.
+        let word = u32::from_le_bytes([a, b, c, 0]) | 0x0020_2020;
+        match (word, args.len()) {
+            (W_GET, 2) => Some(Express::Get),
+            (W_SET, 3) => Some(Express::Set),
+            _ => None,
+        }
+    }
+}
+
+/// The rows of GET and SET, kept by each store (a static's lazy initialisation would cost a
+/// check per command).
+pub(crate) fn specs() -> [&'static CommandSpec; 2] {
+    let find = |name: &[u8]| commands::lookup(name).expect("GET and SET are commands");
+    [find(b"get"), find(b"set")]
+}
+
+const W_GET: u32 = u32::from_le_bytes(*b"get\0");
+const W_SET: u32 = u32::from_le_bytes(*b"set\0");
+
+impl Db {
+    /// Runs `x` (with `args`, as [`Express::of`] read them) for a session the store
+    /// [`admits`](Db::admits), as [`Db::run_admitted`] would run it; its row of the table
+    /// (for the host's own steps after a command), or `None` when this store is in a state
+    /// the lane leaves to the general path (nothing was done then).
+    #[inline]
+    pub fn express(
+        &mut self,
+        session: &mut Session,
+        x: Express,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) -> Option<&'static CommandSpec> {
+        if self.monitoring || self.replica || session.internal {
+            return None;
+        }
+        let spec = self.express_specs[x as usize];
+        debug_assert!(
+            !self.refused(
+                session,
+                spec,
+                args.len(),
+                &mut ReplyWriter::new(&mut Vec::new(), session.proto)
+            ),
+            "{} ran where dispatch_spec refuses it",
+            spec.name
+        );
+        let start = session.lap.take().unwrap_or_else(crate::clock::ticks);
+        self.stats.commands += 1;
+        if session.no_touch != self.no_touch {
+            self.set_no_touch(session.no_touch);
+        }
+        let dbi = session.db;
+        let key = args[1];
+        let now = self.now;
+        let mark = out.len();
+        match x {
+            Express::Get => match self.dbs[dbi].get(key, now) {
+                None => {
+                    self.stats.keyspace_misses += 1;
+                    out.extend_from_slice(match session.proto {
+                        Proto::Resp2 => b"$-1\r\n",
+                        Proto::Resp3 => b"_\r\n",
+                    });
+                    self.key_miss(dbi, key);
+                }
+                Some(n) => {
+                    self.stats.keyspace_hits += 1;
+                    let mut w = ReplyWriter::new(out, session.proto);
+                    if let Err(e) = commands::strings::write_value(&mut w, n.value()) {
+                        commands::strings::reply_err(&mut w, e);
+                    }
+                }
+            },
+            Express::Set => {
+                self.dbs[dbi].set_plain(key, args[2], now);
+                self.signal_modified(dbi, key);
+                self.notify(class::STRING, "set", dbi, key);
+                out.extend_from_slice(b"+OK\r\n");
+                self.stats.dirty += 1;
+                if self.changes.is_some() {
+                    self.pull_keyspace_logs();
+                    self.log_command(dbi, spec, args, &out[mark..]);
+                }
+            }
+        }
+        let end = crate::clock::ticks();
+        if session.lapping {
+            session.lap = Some(end);
+        }
+        let nanos = crate::clock::nanos_between(start, end);
+        let failed = out.get(mark) == Some(&b'-');
+        self.record(
+            spec,
+            args,
+            nanos,
+            Outcome::Ran(failed),
+            &out[mark..],
+            session.id,
+        );
+        self.pull_keyspace_logs();
+        Some(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::resp::Proto;
+    use crate::testutil::Rng;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// One store that takes the express lane where it may, one that never does.
+    struct Pair {
+        fast: Db,
+        slow: Db,
+        sf: Session,
+        ss: Session,
+        taken: u64,
+    }
+
+    impl Pair {
+        fn new(proto: Proto) -> Pair {
+            let db = || {
+                let mut db = Db::new();
+                db.set_clock(Clock::Manual(1_000_000));
+                db
+            };
+            let session = || Session {
+                authenticated: true,
+                proto,
+                ..Session::default()
+            };
+            Pair {
+                fast: db(),
+                slow: db(),
+                sf: session(),
+                ss: session(),
+                taken: 0,
+            }
+        }
+
+        /// Runs `args` on both; their replies must be the same bytes.
+        fn run(&mut self, args: &[&[u8]]) -> Vec<u8> {
+            let mut a = Vec::new();
+            let mut ran = false;
+            if let Some(x) = Express::of(args) {
+                if self.fast.admits(&self.sf) {
+                    ran = self.fast.express(&mut self.sf, x, args, &mut a).is_some();
+                }
+            }
+            if ran {
+                self.taken += 1;
+            } else {
+                self.fast.dispatch(&mut self.sf, args, &mut a);
+            }
+            let mut b = Vec::new();
+            self.slow.dispatch(&mut self.ss, args, &mut b);
+            assert_eq!(
+                String::from_utf8_lossy(&a),
+                String::from_utf8_lossy(&b),
+                "{:?}",
+                args.iter()
+                    .map(|a| String::from_utf8_lossy(a))
+                    .collect::<Vec<_>>()
+            );
+            a
+        }
+
+        fn both(&mut self, f: impl Fn(&mut Db)) {
+            f(&mut self.fast);
+            f(&mut self.slow);
+        }
+
+        /// Everything else the two stores show must agree too.
+        fn check_same(&mut self) {
+            let (f, s) = (&mut self.fast, &mut self.slow);
+            assert_eq!(f.stats.commands, s.stats.commands);
+            assert_eq!(f.stats.keyspace_hits, s.stats.keyspace_hits);
+            assert_eq!(f.stats.keyspace_misses, s.stats.keyspace_misses);
+            assert_eq!(f.stats.dirty, s.stats.dirty);
+            assert_eq!(f.take_changes(), s.take_changes());
+            assert_eq!(
+                f.drain_events().collect::<Vec<_>>(),
+                s.drain_events().collect::<Vec<_>>()
+            );
+            let calls = |db: &Db| {
+                let snap = db.telemetry.snapshot(true);
+                let mut v: Vec<_> = snap
+                    .cmds
+                    .iter()
+                    .map(|(n, c)| {
+                        (
+                            *n,
+                            c.calls,
+                            c.failed,
+                            c.rejected,
+                            c.hist.as_ref().map(|h| h.len()),
+                        )
+                    })
+                    .collect();
+                v.sort();
+                (v, snap.total_errors)
+            };
+            assert_eq!(calls(f), calls(s));
+        }
+    }
+
+    /// An overwrite in place records the access as the general path does.
+    #[test]
+    fn overwrite_in_place_touches_the_key() {
+        let mut p = Pair::new(Proto::Resp2);
+        p.run(&[b"SET", b"k", b"va"]);
+        p.both(|db| {
+            db.clock_mut().advance(5000);
+            db.refresh_clock();
+        });
+        p.run(&[b"SET", b"k", b"vb"]);
+        assert_eq!(p.run(&[b"OBJECT", b"IDLETIME", b"k"]), b":0\r\n");
+        assert_eq!(p.taken, 2);
+    }
+
+    /// Random GETs and SETs among other commands that give their keys every form (integers,
+    /// strings held in the node or not, other types, deadlines, expired keys), with keyspace
+    /// events, the change log, WATCH, LFU and LRU access tracking and RESP3 on and off: the
+    /// express lane's replies, counters, events, log entries, watches and access fields are
+    /// the general path's.
+    #[test]
+    fn express_lane_is_the_general_path() {
+        for (seed, proto) in [
+            (1, Proto::Resp2),
+            (2, Proto::Resp3),
+            (3, Proto::Resp2),
+            (4, Proto::Resp3),
+        ] {
+            let rng = Rng::new(seed);
+            let mut p = Pair::new(proto);
+            if seed >= 3 {
+                p.both(|db| db.set_change_log(true));
+                p.run(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"KEA"]);
+                p.run(&[b"CONFIG", b"SET", b"maxmemory-policy", b"allkeys-lfu"]);
+            }
+            // A WATCH of two clients on each store; their dirty flags must agree.
+            let flags = || -> Vec<Arc<AtomicBool>> {
+                (0..2).map(|_| Arc::new(AtomicBool::new(false))).collect()
+            };
+            let (df, ds) = (flags(), flags());
+            let keys: [&[u8]; 5] = [
+                b"k0",
+                b"k1",
+                b"key:000000000001",
+                b"a-much-longer-key-name-than-16",
+                b"",
+            ];
+            let long = vec![b'x'; 300];
+            let values: [&[u8]; 10] = [
+                b"v",
+                b"12",
+                b"-3",
+                b"007",
+                b"value-of-some-length",
+                &long,
+                b"",
+                b"3.5",
+                b"9223372036854775808",
+                b"xyzxyzxyzxyzxyzxyzxy",
+            ];
+            for step in 0..6000 {
+                let k = keys[rng.below(keys.len() as u64) as usize];
+                let v = values[rng.below(values.len() as u64) as usize];
+                match rng.below(24) {
+                    0..=7 => {
+                        p.run(&[b"GET", k]);
+                    }
+                    8..=14 => {
+                        p.run(&[b"set", k, v]);
+                    }
+                    15 => {
+                        p.run(&[b"SET", k, v, b"PX", b"50"]);
+                    }
+                    16 => {
+                        p.run(&[b"LPUSH", k, v]);
+                    }
+                    17 => {
+                        p.run(&[b"INCR", k]);
+                    }
+                    18 => {
+                        p.run(&[b"APPEND", k, v]);
+                    }
+                    19 => {
+                        p.run(&[b"DEL", k]);
+                    }
+                    20 => {
+                        p.run(&[b"OBJECT", b"FREQ", k]);
+                        p.run(&[b"OBJECT", b"IDLETIME", k]);
+                        p.run(&[b"OBJECT", b"ENCODING", k]);
+                    }
+                    21 => {
+                        p.run(&[b"GETEX", k, b"PX", b"30"]);
+                    }
+                    22 => {
+                        let ms = rng.below(40);
+                        p.both(|db| {
+                            db.clock_mut().advance(ms);
+                            db.refresh_clock();
+                        });
+                    }
+                    _ => {
+                        let c = rng.below(2) as usize;
+                        let id = c as u64 + 100;
+                        p.fast.watch(0, k, id, &df[c]);
+                        p.slow.watch(0, k, id, &ds[c]);
+                    }
+                }
+                if step % 97 == 0 {
+                    p.check_same();
+                    for (f, s) in df.iter().zip(&ds) {
+                        assert_eq!(
+                            f.swap(false, Ordering::Relaxed),
+                            s.swap(false, Ordering::Relaxed)
+                        );
+                    }
+                }
+                if step == 3000 && seed % 2 == 1 {
+                    p.run(&[b"CONFIG", b"SET", b"maxmemory-policy", b"allkeys-lru"]);
+                }
+            }
+            p.check_same();
+            assert!(p.taken > 2000, "the lane took {} commands", p.taken);
+            for k in keys {
+                let a = p.run(&[b"DUMP", k]);
+                assert!(!a.is_empty());
+                p.run(&[b"PTTL", k]);
+            }
+        }
+    }
+
+    #[test]
+    fn recognises_get_and_set_by_name_and_arity_only() {
+        assert_eq!(Express::of(&[b"GET", b"k"]), Some(Express::Get));
+        assert_eq!(Express::of(&[b"gEt", b"k"]), Some(Express::Get));
+        assert_eq!(Express::of(&[b"set", b"k", b"v"]), Some(Express::Set));
+        assert_eq!(Express::of(&[b"SeT", b"k", b"v"]), Some(Express::Set));
+        assert_eq!(Express::of(&[b"GET"]), None);
+        assert_eq!(Express::of(&[b"GET", b"k", b"v"]), None);
+        assert_eq!(Express::of(&[b"SET", b"k"]), None);
+        assert_eq!(Express::of(&[b"SET", b"k", b"v", b"NX"]), None);
+        assert_eq!(Express::of(&[b"GETX", b"k"]), None);
+        assert_eq!(Express::of(&[b"GE", b"k"]), None);
+        // Bytes that bit 5 maps onto a letter of the names are that letter's other case only.
+        for b in 0..=255u8 {
+            let name = [b, b'e', b't'];
+            let lowered = b | 0x20;
+            let expect = if lowered == b'g' {
+                Some(Express::Get)
+            } else {
+                None
+            };
+            assert_eq!(Express::of(&[&name, b"k"]), expect, "{b:#x}");
+            let name = [b's', b'e', b];
+            let expect = if b | 0x20 == b't' {
+                Some(Express::Set)
+            } else {
+                None
+            };
+            assert_eq!(Express::of(&[&name, b"k", b"v"]), expect, "{b:#x}");
+        }
+        let [get, set] = specs();
+        assert_eq!((get.name, set.name), ("get", "set"));
+        assert_eq!(Express::Get as usize, 0);
+    }
+}
