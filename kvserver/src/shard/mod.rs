@@ -428,7 +428,7 @@ impl Shard {
 
     /// What follows a command run on the store: the clients blocked on the keys it wrote
     /// served, then the keyspace events raised published.
-    #[inline]
+    #[inline(always)]
     pub fn after_command(&self, spec: &'static commands::CommandSpec, args: &[&[u8]]) {
         self.wake_written(spec, args);
         self.after_writes();
@@ -436,7 +436,7 @@ impl Shard {
 
     /// Hands the keyspace events the store raised (notify-keyspace-events) to the hook that
     /// publishes them. One check when there are none.
-    #[inline]
+    #[inline(always)]
     pub fn after_writes(&self) {
         if let Some(publish) = self.events_hook.get() {
             if self.db.borrow().has_events() {

@@ -211,14 +211,20 @@ impl Shard {
 
     /// Serves the clients blocked on the keys of a write command that just ran here. Costs one
     /// check when no client is blocked on this shard.
-    #[inline]
+    #[inline(always)]
     pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
         if !self.waiters.borrow().is_empty() {
-            if spec.has(commands::flags::WRITE) {
-                self.wake_keys_of(spec, args);
-            } else if matches!(spec.name, "eval" | "evalsha" | "fcall") {
-                self.wake_every_waited();
-            }
+            self.wake_written_now(spec, args);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake_written_now(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
+        if spec.has(commands::flags::WRITE) {
+            self.wake_keys_of(spec, args);
+        } else if matches!(spec.name, "eval" | "evalsha" | "fcall") {
+            self.wake_every_waited();
         }
     }
 
