@@ -65,6 +65,17 @@ impl ClientUser {
         self.name.as_deref().unwrap_or(b"default")
     }
 
+    /// Whether `other` names the same user by the same handle (a pointer compare: `false`
+    /// may still be the same name).
+    #[inline]
+    pub fn same(&self, other: &ClientUser) -> bool {
+        match (&self.name, &other.name) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
     /// Switches to user `name` (AUTH); the next check looks it up.
     pub fn set(&mut self, name: &[u8]) {
         *self = ClientUser {
