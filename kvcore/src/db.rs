@@ -578,7 +578,10 @@ impl Db {
         if !spec.arity_ok(argc) {
             commands::wrong_arity(w, spec.name);
             true
-        } else if !session.authenticated && !spec.has(flags::NO_AUTH) && !self.acl.default_open() {
+        } else if !session.authenticated && !spec.has(flags::NO_AUTH) && {
+            self.acl.sync_requirepass(&self.config.requirepass);
+            !self.acl.default_open()
+        } {
             w.error(b"NOAUTH Authentication required.");
             true
         } else if self.protected_refused(session, spec) {

@@ -158,6 +158,8 @@ struct State {
     log_max: usize,
     pubsub_all: bool,
     denied: [u64; 4],
+    /// The `requirepass` last given to the default user.
+    requirepass: Vec<u8>,
 }
 
 struct Shared {
@@ -187,6 +189,7 @@ impl Default for Acl {
                 log_max: 128,
                 pubsub_all: false,
                 denied: [0; 4],
+                requirepass: Vec::new(),
             }),
             client_info: Mutex::new(None),
             on_delete: Mutex::new(None),
@@ -335,10 +338,11 @@ impl Acl {
         gone.len()
     }
 
-    /// `requirepass`: the `default` user's password, or none (Redis's
-    /// `ACLUpdateDefaultUserPassword`).
+    /// `requirepass` set (at start, CONFIG SET): the `default` user's password, or none
+    /// (Redis's `ACLUpdateDefaultUserPassword`).
     pub fn set_default_password(&self, password: &[u8]) {
         self.change(|st| {
+            st.requirepass = password.to_vec();
             let pubsub_all = st.pubsub_all;
             let mut u = match st.users.get(&b"default"[..]) {
                 Some(u) => (**u).clone(),
@@ -355,6 +359,14 @@ impl Acl {
             st.users.insert(b"default".to_vec(), Arc::new(u));
             ((), true)
         });
+    }
+
+    /// Gives the default user `requirepass` if it is not the one it was last given (an
+    /// embedder may set the configuration directly); cheap when it is.
+    pub fn sync_requirepass(&self, password: &[u8]) {
+        if self.state().requirepass != password {
+            self.set_default_password(password);
+        }
     }
 
     /// `acl-pubsub-default` (`allchannels` or not) and `acllog-max-len`.

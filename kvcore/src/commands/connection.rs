@@ -131,6 +131,7 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
             return c.out.error(&super::sanitize(msg));
         }
     }
+    c.db.acl.sync_requirepass(&c.db.config.requirepass);
     if let Some((user, pass)) = auth {
         if !authenticate(c, a[0], user, pass) {
             return c.out.error(WRONGPASS);
@@ -165,6 +166,7 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn auth(c: &mut Ctx<'_>, a: &[&[u8]]) {
+    c.db.acl.sync_requirepass(&c.db.config.requirepass);
     let (user, pass): (&[u8], &[u8]) = match a {
         [_, p] => (b"default", *p),
         [_, u, p] => (*u, *p),
