@@ -63,6 +63,8 @@ pub struct Session {
     pub in_script: bool,
     /// A script's commands run past `maxmemory` (a function's `allow-oom` flag).
     pub allow_oom: bool,
+    /// The ACL user the client is authenticated as (see [`crate::acl`]).
+    pub user: crate::acl::ClientUser,
 }
 
 impl Session {
@@ -97,6 +99,7 @@ impl Default for Session {
             lapping: false,
             in_script: false,
             allow_oom: false,
+            user: crate::acl::ClientUser::default(),
         }
     }
 }
@@ -296,6 +299,8 @@ pub struct Db {
     pub monitor_feed: Option<MonitorFeed>,
     /// The rows of GET and SET, for [`Db::express`].
     pub(crate) express_specs: [&'static commands::CommandSpec; 2],
+    /// The users (ACL); a host with several stores gives them one shared set.
+    pub acl: crate::acl::Acl,
 }
 
 /// A host's MONITOR feed: called with a command's session (its database as the command left
@@ -358,6 +363,7 @@ impl Db {
             key_owner: None,
             monitoring: false,
             monitor_feed: None,
+            acl: crate::acl::Acl::default(),
             quicklist_packed_threshold: crate::list::PACKED_THRESHOLD,
             telemetry: crate::telemetry::Telemetry::default(),
             client_label: None,
@@ -366,9 +372,23 @@ impl Db {
             changes: None,
             express_specs: crate::express::specs(),
         };
+        if !db.config.requirepass.is_empty() {
+            let pass = db.config.requirepass.clone();
+            db.acl.set_default_password(&pass);
+        }
+        db.sync_acl_config();
         db.refresh_clock();
         db.host.started_ms = db.now;
         db
+    }
+
+    /// Gives the ACL its configuration (`acl-pubsub-default`, `acllog-max-len`).
+    pub fn sync_acl_config(&mut self) {
+        let all = self.config.get("acl-pubsub-default") == Some("allchannels");
+        let max = (self.config.get("acllog-max-len"))
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(128);
+        self.acl.configure(all, max);
     }
 
     /// Replaces the clock (tests use [`Clock::Manual`]) and refreshes the cached time.
@@ -561,10 +581,10 @@ impl Db {
         if !spec.arity_ok(argc) {
             commands::wrong_arity(w, spec.name);
             true
-        } else if !session.authenticated
-            && !spec.has(flags::NO_AUTH)
-            && !self.config.requirepass.is_empty()
-        {
+        } else if !session.authenticated && !spec.has(flags::NO_AUTH) && {
+            self.acl.sync_requirepass(&self.config.requirepass);
+            !self.acl.default_open()
+        } {
             w.error(b"NOAUTH Authentication required.");
             true
         } else if self.protected_refused(session, spec) {
@@ -602,11 +622,13 @@ impl Db {
 
     /// Whether no refusal of [`Db::dispatch_spec`] can apply to a command of `session`
     /// (given one that is not DEBUG and has the right number of arguments): an authenticated
-    /// client of a master in good health. Then [`Db::run_admitted`] runs the command as
+    /// client whose ACL user may run everything (see [`crate::acl::Acl::is_free`]), of a
+    /// master in good health. Then [`Db::run_admitted`] runs the command as
     /// `dispatch_spec` would.
     #[inline(always)]
     pub fn admits(&self, session: &Session) -> bool {
         session.authenticated
+            && self.acl.is_free(session)
             && !session.master
             && !session.internal
             && !(self.replica
@@ -779,7 +801,11 @@ impl Db {
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
         let mut session = std::mem::take(&mut self.embedded);
-        self.dispatch(&mut session, args, &mut out);
+        let refused = !self.acl.is_free(&session)
+            && self.acl_refuses_call(&mut session, args, crate::acl::Context::Toplevel, &mut out);
+        if !refused {
+            self.dispatch(&mut session, args, &mut out);
+        }
         self.embedded = session;
         let reply = match parse_reply(&out) {
             Ok(Some((v, _))) => v,

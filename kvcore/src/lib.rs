@@ -16,6 +16,7 @@
 //! - [`hll`]: HyperLogLog in Redis's own dense and sparse byte formats.
 //! - [`lazyfree`]: big collections are freed off the command path.
 //! - [`events`]: keyspace events (`notify-keyspace-events`); [`watch`]: the WATCH table.
+//! - [`acl`]: users, their permissions (ACL SETUSER rules) and the ACL log.
 //! - [`config`], [`clock`], [`error`], [`glob`], [`num`]: the small pieces they share.
 //!
 //! # Example
@@ -28,6 +29,7 @@
 pub mod dict;
 pub mod resp;
 
+pub mod acl;
 pub mod changes;
 pub mod clock;
 pub mod commands;

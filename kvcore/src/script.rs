@@ -238,6 +238,16 @@ pub trait Caller {
     /// Whether the script's commands may run past `maxmemory` (a function's `allow-oom`
     /// flag); none may unless told.
     fn allow_oom(&mut self, _on: bool) {}
+
+    /// Whether the ACL user of the script's caller may run this command: `Err` is the error
+    /// the script gets (see [`crate::Db::acl_script_check`]). Everything passes unless told.
+    fn permitted(
+        &mut self,
+        _spec: &crate::commands::CommandSpec,
+        _args: &[&[u8]],
+    ) -> Result<(), Vec<u8>> {
+        Ok(())
+    }
 }
 
 /// How a script ends: its reply is written to the writer given to [`run`].
@@ -1416,6 +1426,9 @@ fn call_command(
         || crate::commands::scripting_noscript_subcommand(&argv)
     {
         return fail(b"This Redis command is not allowed from script");
+    }
+    if let Err(refused) = caller.permitted(spec, &argv) {
+        return fail(&refused);
     }
     if read_only && spec.has(crate::commands::flags::WRITE) {
         return fail(b"Write commands are not allowed from read-only scripts.");

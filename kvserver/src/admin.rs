@@ -850,6 +850,7 @@ fn client_kill(
         return w.error(b"ERR syntax error");
     }
     let (mut id, mut addr, mut laddr, mut skipme) = (None, None, None, true);
+    let mut user: Option<Vec<u8>> = None;
     let mut max_age: Option<u64> = None;
     let mut kind: Option<Class> = None;
     let mut i = 2;
@@ -879,13 +880,13 @@ fn client_kill(
         } else if is(opt, "LADDR") {
             laddr = Some(v);
         } else if is(opt, "USER") {
-            // One user exists: `default`, whom every client is.
-            if value != b"default" {
+            if g.acl.user(value).is_none() {
                 let mut m = b"ERR No such user '".to_vec();
                 m.extend_from_slice(value);
                 m.push(b'\'');
-                return w.error(&m);
+                return w.error(&kvcore::commands::sanitize(m));
             }
+            user = Some(value.to_vec());
         } else if is(opt, "SKIPME") {
             skipme = if is(value, "YES") {
                 true
@@ -905,6 +906,7 @@ fn client_kill(
             && addr.as_ref().is_none_or(|a| e.addr.to_string() == *a)
             && laddr.as_ref().is_none_or(|a| e.laddr.to_string() == *a)
             && max_age.is_none_or(|m| e.created.elapsed().as_secs() >= m)
+            && user.as_ref().is_none_or(|u| *lock(&e.user) == *u)
             && !(skipme && e.id == me.id)
     });
     w.int(n as i64);

@@ -58,6 +58,8 @@ pub struct ClientEntry {
     pub unblock: tokio::sync::Notify,
     /// The client ran MONITOR (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// The ACL user it is authenticated as (CLIENT LIST `user=`, CLIENT KILL USER).
+    pub user: Mutex<Vec<u8>>,
 }
 
 /// CLIENT UNBLOCK ... TIMEOUT: answered as if its time ran out.
@@ -98,6 +100,7 @@ impl ClientEntry {
             unblock_as: std::sync::atomic::AtomicU8::new(0),
             unblock: tokio::sync::Notify::new(),
             monitor: AtomicBool::new(false),
+            user: Mutex::new(b"default".to_vec()),
         }
     }
 
@@ -157,7 +160,7 @@ impl ClientEntry {
         let text =
             |v: Option<Vec<u8>>| String::from_utf8_lossy(&v.unwrap_or_default()).into_owned();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle=0 flags={} db={} sub={} psub={} ssub={} multi={} watch={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -172,6 +175,7 @@ impl ClientEntry {
             self.multi.load(Ordering::Relaxed),
             self.watch.load(Ordering::Relaxed),
             lock(&self.last_cmd),
+            String::from_utf8_lossy(&lock(&self.user)),
             self.resp.load(Ordering::Relaxed),
             text(lib_name),
             text(lib_ver),
@@ -203,6 +207,8 @@ pub struct Global {
     pub opts: Options,
     /// The Lua scripts loaded (EVAL, SCRIPT LOAD), one cache for every shard's store.
     pub scripts: kvcore::script::ScriptCache,
+    /// The ACL users and log, one set for every shard's store.
+    pub acl: kvcore::acl::Acl,
     /// Connected clients by id.
     pub clients: Mutex<BTreeMap<u64, Arc<ClientEntry>>>,
     next_client_id: AtomicU64,
@@ -333,6 +339,7 @@ impl Global {
         Global {
             opts,
             scripts: kvcore::script::ScriptCache::default(),
+            acl: kvcore::acl::Acl::default(),
             clients: Mutex::new(BTreeMap::new()),
             next_client_id: AtomicU64::new(1),
             connected: AtomicUsize::new(0),

@@ -228,6 +228,7 @@ fn run(opts: Options) -> Result<(), String> {
         None => persist::load(&opts, n)?,
     };
     let global = Arc::new(Global::new(opts));
+    acl_setup(&global);
     (global.scripts.functions())
         .restore(&stats.functions, kvcore::function::Policy::Replace)
         .map_err(|e| format!("can't load the functions: {}", String::from_utf8_lossy(&e)))?;
@@ -459,6 +460,8 @@ async fn shard_main(
         db.load_key(k);
     }
     db.scripts = global.scripts.clone();
+    db.acl = global.acl.clone();
+    db.sync_acl_config();
     if n > 1 {
         // A script runs on its connection's shard; its commands may only touch that
         // shard's keys.
@@ -513,4 +516,27 @@ async fn shard_main(
             std::panic::resume_unwind(e.into_panic());
         }
     }
+}
+
+/// Gives the process-wide ACL its start-up password (`requirepass`) and what it needs from
+/// the server: CLIENT INFO lines for ACL LOG, and the disconnection of a deleted user's
+/// clients (all but the one that deleted it, which is closed after its reply).
+fn acl_setup(global: &Arc<Global>) {
+    let acl = &global.acl;
+    if !global.opts.store.requirepass.is_empty() {
+        acl.set_default_password(&global.opts.store.requirepass);
+    }
+    let weak = Arc::downgrade(global);
+    acl.set_client_info(Box::new(move |id| {
+        (weak.upgrade())
+            .and_then(|g| g.client(id))
+            .map(|e| e.line().into_bytes())
+            .unwrap_or_default()
+    }));
+    let weak = Arc::downgrade(global);
+    acl.set_on_delete(Box::new(move |name, by| {
+        if let Some(g) = weak.upgrade() {
+            g.kill(|e| e.id != by && *global::lock(&e.user) == name);
+        }
+    }));
 }

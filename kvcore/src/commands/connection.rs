@@ -71,14 +71,27 @@ fn valid_name(n: &[u8]) -> bool {
 
 const BAD_NAME: &[u8] = b"ERR Client names cannot contain spaces, newlines or special characters.";
 
-/// Checks a password against `requirepass` (user "default" only).
-fn check_password(c: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> bool {
-    if user.is_some_and(|u| u != b"default") {
-        return false;
+/// Authenticates the client as `user` (AUTH, HELLO AUTH): on success the session's user and
+/// authentication change; on failure the refusal goes to ACL LOG (as `a[0]` was spelled).
+fn authenticate(c: &mut Ctx<'_>, a0: &[u8], user: &[u8], pass: &[u8]) -> bool {
+    if c.db.acl.authenticate(user, pass) {
+        c.session.user.set(user);
+        c.session.authenticated = true;
+        return true;
     }
-    let req = &c.db.config.requirepass;
-    req.is_empty() || req.as_slice() == pass
+    let now = c.db.now_ms();
+    c.db.acl.log(
+        crate::acl::Reason::Auth,
+        crate::acl::Context::Toplevel,
+        a0,
+        user,
+        c.session.id,
+        now,
+    );
+    false
 }
+
+const WRONGPASS: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
 
 fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
     let mut proto = c.session.proto;
@@ -118,15 +131,13 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
             return c.out.error(&super::sanitize(msg));
         }
     }
+    c.db.acl.sync_requirepass(&c.db.config.requirepass);
     if let Some((user, pass)) = auth {
-        if !check_password(c, Some(user), pass) {
-            return c
-                .out
-                .error(b"WRONGPASS invalid username-password pair or user is disabled.");
+        if !authenticate(c, a[0], user, pass) {
+            return c.out.error(WRONGPASS);
         }
-        c.session.authenticated = true;
     }
-    if !c.session.authenticated && !c.db.config.requirepass.is_empty() {
+    if !c.session.authenticated && !c.db.acl.default_open() {
         return c.out.error(
             b"NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time",
         );
@@ -155,20 +166,19 @@ fn hello(c: &mut Ctx<'_>, a: &[&[u8]]) {
 }
 
 fn auth(c: &mut Ctx<'_>, a: &[&[u8]]) {
-    let (user, pass) = match a {
-        [_, p] => (None, *p),
-        [_, u, p] => (Some(*u), *p),
+    c.db.acl.sync_requirepass(&c.db.config.requirepass);
+    let (user, pass): (&[u8], &[u8]) = match a {
+        [_, p] => (b"default", *p),
+        [_, u, p] => (*u, *p),
         _ => return c.out.error(b"ERR syntax error"),
     };
-    if user.is_none() && c.db.config.requirepass.is_empty() {
+    if a.len() == 2 && c.db.acl.user(b"default").is_some_and(|u| u.nopass()) {
         return c.out.error(b"ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
     }
-    if check_password(c, user, pass) {
-        c.session.authenticated = true;
+    if authenticate(c, a[0], user, pass) {
         c.out.ok();
     } else {
-        c.out
-            .error(b"WRONGPASS invalid username-password pair or user is disabled.");
+        c.out.error(WRONGPASS);
     }
 }
 
@@ -199,7 +209,8 @@ fn reset(c: &mut Ctx<'_>, _a: &[&[u8]]) {
     c.session.no_evict = false;
     c.session.reply_off = false;
     c.session.reply_skip = false;
-    c.session.authenticated = c.db.config.requirepass.is_empty();
+    c.session.user.set(b"default");
+    c.session.authenticated = c.db.acl.default_open();
     c.out.proto = Proto::Resp2;
     c.out.simple(b"RESET");
 }

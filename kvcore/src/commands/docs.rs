@@ -18,6 +18,19 @@ static DATA: &str = include_str!("redis-docs.txt");
 /// Subcommands served, by full name. A server test checks this list against what the server
 /// answers (every other subcommand of a served container is an unknown subcommand).
 pub const SERVED_SUBCOMMANDS: &[&str] = &[
+    "acl|cat",
+    "acl|deluser",
+    "acl|dryrun",
+    "acl|genpass",
+    "acl|getuser",
+    "acl|help",
+    "acl|list",
+    "acl|load",
+    "acl|log",
+    "acl|save",
+    "acl|setuser",
+    "acl|users",
+    "acl|whoami",
     "client|getname",
     "client|help",
     "client|id",
@@ -116,9 +129,14 @@ const KEY_FLAGS: &[&str] = &[
 const RO: u16 = 1;
 const RW: u16 = 1 << 1;
 const OW: u16 = 1 << 2;
-const ACCESS: u16 = 1 << 4;
-const UPDATE: u16 = 1 << 5;
-const DELETE: u16 = 1 << 7;
+/// Key spec flag: the command reads the key's value (ACL read permission).
+pub(crate) const ACCESS: u16 = 1 << 4;
+/// Key spec flag: the command changes the key's value (ACL write permission).
+pub(crate) const UPDATE: u16 = 1 << 5;
+/// Key spec flag: the command adds a value (ACL write permission).
+pub(crate) const INSERT: u16 = 1 << 6;
+/// Key spec flag: the command deletes the key or part of it (ACL write permission).
+pub(crate) const DELETE: u16 = 1 << 7;
 const NOT_KEY: u16 = 1 << 8;
 const INCOMPLETE: u16 = 1 << 9;
 const VARIABLE_FLAGS: u16 = 1 << 10;
@@ -281,6 +299,11 @@ pub fn entry(name: &str) -> Option<&'static Entry> {
     table().get(name)
 }
 
+/// Every command's full name as the facts list them (a container before its subcommands).
+pub(crate) fn names() -> impl Iterator<Item = &'static str> {
+    DATA.lines().filter_map(|l| l.strip_prefix('>'))
+}
+
 /// Looks up a command the way COMMAND INFO and DOCS do: `name` or `container|sub`, any case;
 /// `None` unless this server serves it.
 pub fn lookup_served(name: &[u8]) -> Option<&'static Entry> {
@@ -403,6 +426,12 @@ impl Entry {
             .any(|c| c.as_bytes()[1..].eq_ignore_ascii_case(cat))
     }
 
+    /// The ACL categories, without their `@`.
+    pub(crate) fn categories(&self) -> impl Iterator<Item = &'static str> {
+        let cats: &'static str = self.categories;
+        cats.split(',').filter_map(|c| c.strip_prefix('@'))
+    }
+
     /// Whether COMMAND GETKEYS may find keys in a call (Redis's doesCommandHaveKeys).
     pub fn has_keys(&self) -> bool {
         self.own_key_finder || self.key_specs.iter().any(|s| s.flags & NOT_KEY == 0)
@@ -418,20 +447,24 @@ impl Entry {
                 .map(|(_, n)| *n)
                 .collect()
         };
+        (self.key_refs(a).into_iter())
+            .map(|(i, f)| (i, names(f)))
+            .collect()
+    }
+
+    /// [`Entry::keys`] with each key's flags as bits ([`ACCESS`], [`UPDATE`] ...).
+    pub(crate) fn key_refs(&self, a: &[&[u8]]) -> Vec<(usize, u16)> {
         let plain = self.key_specs.iter().any(|s| s.flags & NOT_KEY == 0);
         let varflags = self.key_specs.iter().any(|s| s.flags & VARIABLE_FLAGS != 0);
         if plain && !varflags {
             if let Some(keys) = self.keys_by_specs(a) {
-                return keys.into_iter().map(|(i, f)| (i, names(f))).collect();
+                return keys;
             }
         }
         if !self.own_key_finder {
             return Vec::new();
         }
         own_keys(self.name, a)
-            .into_iter()
-            .map(|(i, f)| (i, names(f)))
-            .collect()
     }
 
     /// Redis's getKeysUsingKeySpecs.

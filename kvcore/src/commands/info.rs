@@ -386,10 +386,11 @@ impl Db {
                 );
                 line("instantaneous_eventloop_cycles_per_sec", &0);
                 line("instantaneous_eventloop_duration_usec", &0);
-                line("acl_access_denied_auth", &0);
-                line("acl_access_denied_cmd", &0);
-                line("acl_access_denied_key", &0);
-                line("acl_access_denied_channel", &0);
+                let denied = self.acl.denied_counts();
+                line("acl_access_denied_auth", &denied[0]);
+                line("acl_access_denied_cmd", &denied[1]);
+                line("acl_access_denied_key", &denied[2]);
+                line("acl_access_denied_channel", &denied[3]);
                 line("moved_connections", &h.moved_connections);
             }
             "replication" if srv.replication.is_some() => {

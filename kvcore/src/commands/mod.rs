@@ -6,6 +6,7 @@
 //! [`crate::Db::dispatch`] checks arity and authentication before it calls the handler.
 //! A test checks every row against Redis's own command facts (`redis-commands.tsv`).
 
+mod acl;
 pub(crate) mod args;
 mod bitmaps;
 pub mod blocking;
@@ -229,6 +230,7 @@ pub(crate) use cmd;
 fn families() -> impl Iterator<Item = &'static CommandSpec> {
     connection::COMMANDS
         .iter()
+        .chain(acl::COMMANDS)
         .chain(strings::COMMANDS)
         .chain(keys::COMMANDS)
         .chain(server::COMMANDS)

@@ -100,6 +100,10 @@ impl Caller for StoreCaller<'_> {
     fn allow_oom(&mut self, on: bool) {
         self.session.allow_oom = on;
     }
+
+    fn permitted(&mut self, spec: &super::CommandSpec, args: &[&[u8]]) -> Result<(), Vec<u8>> {
+        self.db.acl_script_check(&mut self.session, spec, args)
+    }
 }
 
 /// Whether `args` names a subcommand Redis flags `noscript` (SCRIPT LOAD, CONFIG SET,
@@ -154,6 +158,7 @@ pub fn script_session(caller: &Session) -> Session {
         local: caller.local,
         authenticated: true,
         in_script: true,
+        user: caller.user.clone(),
         ..Session::default()
     }
 }

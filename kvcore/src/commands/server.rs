@@ -668,6 +668,16 @@ fn config(c: &mut Ctx<'_>, a: &[&[u8]]) {
         }
         match c.db.config.set_many(&pairs) {
             Ok(()) => {
+                // `requirepass` sets the default user's password (on every shard the server
+                // repeats the change on: the users are shared, and it is the same change).
+                if pairs
+                    .iter()
+                    .any(|p| p.0.eq_ignore_ascii_case("requirepass"))
+                {
+                    let pass = c.db.config.requirepass.clone();
+                    c.db.acl.set_default_password(&pass);
+                }
+                c.db.sync_acl_config();
                 c.db.sync_log_mask();
                 let max = c.db.config.telemetry.slowlog_max;
                 c.db.telemetry.slowlog_trim(max);

@@ -163,4 +163,8 @@ impl Caller for ShardCaller<'_> {
     fn allow_oom(&mut self, on: bool) {
         self.session.allow_oom = on;
     }
+
+    fn permitted(&mut self, spec: &CommandSpec, args: &[&[u8]]) -> Result<(), Vec<u8>> {
+        self.db.acl_script_check(&mut self.session, spec, args)
+    }
 }

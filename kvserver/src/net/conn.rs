@@ -39,6 +39,8 @@ use crate::shard::locks::LockKey;
 use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
 use crate::{admin, log};
 
+mod acl;
+
 const READ_CHUNK: usize = BufPool::CHUNK;
 /// Replies are written out once this many bytes are waiting, even mid-batch.
 const FLUSH_AT: usize = 256 * 1024;
@@ -93,7 +95,10 @@ enum End {
 /// A command whose effect on the session the connection mirrors into its client entry
 /// (see `Conn::after_session_change`).
 fn changes_session(name: &str) -> bool {
-    matches!(name, "select" | "reset" | "hello" | "client" | "move")
+    matches!(
+        name,
+        "select" | "reset" | "hello" | "client" | "move" | "auth"
+    )
 }
 
 /// EXEC outside MULTI and RESET: a command of the store with more to do here than its answer.
@@ -237,7 +242,7 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
     let entry = Arc::new(ClientEntry::new(id, peer, laddr, stream.as_raw_fd()));
     global.register(entry.clone());
     let _ = stream.set_nodelay(true);
-    let authenticated = shard.db.borrow().config.requirepass.is_empty();
+    let authenticated = shard.db.borrow().acl.default_open();
     let session = Session {
         id,
         authenticated,
@@ -497,6 +502,8 @@ struct Conn<'a> {
     psync: Option<Vec<Vec<u8>>>,
     /// What a replica said of itself with REPLCONF.
     handshake: Handshake,
+    /// EXEC was refused by the client's ACL user: its error, for the EXECABORT reply.
+    acl_exec: Option<Vec<u8>>,
 }
 
 /// The link from this server's master, served as a client (see [`serve_master`]).
@@ -618,6 +625,7 @@ impl<'a> Conn<'a> {
             link: None,
             psync: None,
             handshake: Handshake::default(),
+            acl_exec: None,
         }
     }
 
@@ -1094,6 +1102,9 @@ impl<'a> Conn<'a> {
     /// one for another shard. `None`: take [`Conn::command`].
     #[inline]
     fn try_now(&mut self, args: &[&[u8]]) -> Option<Ran> {
+        if !self.shard.db.borrow().acl.is_free(self.session) && self.acl_gate(args) {
+            return Some(Ran::Go);
+        }
         if self.subs.is_some() || self.monitor.is_some() {
             return None;
         }
@@ -1237,7 +1248,11 @@ impl<'a> Conn<'a> {
     /// shard (or none) and free. `None`: take [`Conn::exec`].
     fn try_exec_now(&mut self, args: &[&[u8]]) -> Option<Ran> {
         let multi = self.multi.as_deref()?;
-        if self.watches.is_some() || multi.aborted || self.exec_rejected(args).is_some() {
+        if self.watches.is_some()
+            || multi.aborted
+            || self.exec_rejected(args).is_some()
+            || !self.shard.db.borrow().acl.is_free(self.session)
+        {
             return None;
         }
         let plan = tx::plan(
@@ -1283,7 +1298,7 @@ impl<'a> Conn<'a> {
             }
         }
         if args[0].eq_ignore_ascii_case(b"exec") {
-            if let Some(err) = self.exec_rejected(args) {
+            if let Some(err) = self.acl_exec.take().or_else(|| self.exec_rejected(args)) {
                 // EXEC itself rejected (arity, authentication, subscribed mode): Redis discards
                 // the transaction, if any, and says why, inside MULTI or not.
                 self.resolve().await;
@@ -1576,6 +1591,9 @@ impl<'a> Conn<'a> {
     /// Why an EXEC fails the checks every command passes (arity, authentication, subscribed
     /// mode): the error reply it would get.
     fn exec_rejected(&self, args: &[&[u8]]) -> Option<Vec<u8>> {
+        if let Some(e) = &self.acl_exec {
+            return Some(e.clone());
+        }
         let spec = commands::lookup(args[0])?;
         if !spec.arity_ok(args.len()) || !(self.session.authenticated || spec.has(flags::NO_AUTH)) {
             let mut err = Vec::new();
@@ -1648,7 +1666,13 @@ impl<'a> Conn<'a> {
                     self.out.extend_from_slice(b"+OK\r\n");
                 }
             }
-            "exec" => self.exec().await,
+            "exec" => {
+                // ACL rules are checked again for each queued command (they may have changed).
+                let refused = self.acl_recheck_queue();
+                let mark = self.out.len();
+                self.exec().await;
+                acl::splice_refusals(&mut self.out, mark, &refused);
+            }
             // Like Redis, a client already monitoring gets no reply.
             "monitor" if self.monitor.is_none() => {
                 let proto = self.session.proto;
@@ -2416,6 +2440,9 @@ impl<'a> Conn<'a> {
             Ordering::Relaxed,
         );
         *lock(&entry.name) = session.name.clone();
+        if *lock(&entry.user) != session.user.name() {
+            *lock(&entry.user) = session.user.name().to_vec();
+        }
         *lock(&entry.lib) = (session.lib_name.clone(), session.lib_ver.clone());
         let modes = if session.no_evict {
             global::NO_EVICT

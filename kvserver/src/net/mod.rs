@@ -98,7 +98,7 @@ pub(crate) fn is_local(ip: IpAddr) -> bool {
 /// Protected mode is on and no password is set.
 fn protected(shard: &Shard) -> bool {
     let db = shard.db.borrow();
-    db.config.get("protected-mode") == Some("yes") && db.config.requirepass.is_empty()
+    db.config.get("protected-mode") == Some("yes") && db.acl.default_open()
 }
 
 /// Serves the clients that other shards handed over (see [`conn`]: a client moves to the

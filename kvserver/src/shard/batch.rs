@@ -12,6 +12,9 @@ pub struct RemoteBatch {
     pub(super) cmds: Vec<(u32, u32, u8)>, // (argc, db, RESP3 | NO_TOUCH bits)
     /// The client whose commands these are (one connection fills a batch).
     pub(super) client: u64,
+    /// Its ACL user: the connection checked the commands themselves, but a script's own
+    /// calls are checked where it runs.
+    pub(super) user: kvcore::acl::ClientUser,
 }
 
 /// [`RemoteBatch`] command bit: the client speaks RESP3.
@@ -36,6 +39,9 @@ impl RemoteBatch {
             | if session.master { MASTER } else { 0 };
         self.cmds.push((args.len() as u32, session.db as u32, bits));
         self.client = session.id;
+        if !self.user.same(&session.user) {
+            self.user = session.user.clone();
+        }
     }
 
     /// Number of commands.

@@ -516,6 +516,7 @@ impl Shard {
         let mut session = Session {
             authenticated: true,
             id: batch.client,
+            user: batch.user.clone(),
             ..Session::default()
         };
         self.db.borrow_mut().refresh_clock();

@@ -21,16 +21,15 @@ use crate::support::{call, encode, Server};
 /// FAILOVER), turn the connection into something that is not request-reply (MONITOR,
 /// SUBSCRIBE and friends, SYNC, PSYNC, REPLCONF, CLIENT TRACKING's pushes), wait on purpose
 /// (blocking commands with a random timeout, WAIT, WAITAOF), reach for the network (MIGRATE,
-/// REPLICAOF), lock the test's connection out (ACL SETUSER, DELUSER, LOAD, SAVE), or
-/// change the server under the test (CONFIG SET: port, dir, limits).
+/// REPLICAOF), lock the test's connection out (ACL SETUSER and DELUSER could take the default
+/// user's permissions or disconnect it; `acl::hostile_rules_answer_errors` fuzzes SETUSER on
+/// a user of its own), or change the server under the test (CONFIG SET: port, dir, limits).
 const LEFT_OUT: &[&str] = &[
     "debug",
     "client",
     "config|set",
     "acl|setuser",
     "acl|deluser",
-    "acl|load",
-    "acl|save",
 ];
 
 /// How many of the last commands a failure lists.

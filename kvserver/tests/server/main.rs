@@ -1,6 +1,7 @@
 //! Integration tests: the real kvserver binary on 127.0.0.1:0, driven by the `redis` crate,
 //! raw sockets and Redis's own tools. One test binary, one module per area.
 
+mod acl;
 mod aof;
 mod basics;
 mod blocking;

@@ -26,6 +26,7 @@ const INFO_CHANGED_SINCE_7_0: &[&str] = &[
     "function",    // container: subcommands in Redis's dict order
     "xgroup",      // container: subcommands in Redis's dict order
     "xinfo",       // container: subcommands in Redis's dict order
+    "acl",         // container: subcommands in Redis's dict order
     "msetnx",      // 7.4: request_policy/response_policy tips dropped
     "scan",        // 7.2: tips
     "randomkey",   // 7.2: response_policy:special tip

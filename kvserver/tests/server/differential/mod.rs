@@ -20,6 +20,7 @@
 //! batch sent). `REDIS_SERVER=/path/to/redis-server` compares with that build instead of
 //! Debian's (7.0, what CI has); the spec is Redis 7.4.
 
+mod acl;
 mod bitmaps;
 mod docs;
 mod dump;
