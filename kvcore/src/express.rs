@@ -167,10 +167,14 @@ mod tests {
                 proto,
                 ..Session::default()
             };
+            let (fast, mut sf) = (db(), session());
+            // As a host does before a client's first command: its user looked up (the default
+            // user may run everything, so the store admits it).
+            fast.acl.refresh(&mut sf);
             Pair {
-                fast: db(),
+                fast,
                 slow: db(),
-                sf: session(),
+                sf,
                 ss: session(),
                 taken: 0,
             }
