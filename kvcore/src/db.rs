@@ -706,22 +706,30 @@ impl Db {
             }
         }
         if let Some(start) = start {
-            let end = crate::clock::ticks();
-            if session.lapping {
-                session.lap = Some(end);
-            }
-            let nanos = crate::clock::nanos_between(start, end);
-            let failed = out.get(mark) == Some(&b'-');
-            self.record(
-                spec,
-                args,
-                nanos,
-                Outcome::Ran(failed),
-                &out[mark..],
-                session.id,
-            );
+            self.count_run(session, spec, args, start, &out[mark..]);
         }
         self.pull_keyspace_logs();
+    }
+
+    /// Counts a client's command that ran from `start` ([`crate::clock::ticks`]) to now with
+    /// `reply`: its time (which starts the next command's when the host laps, see
+    /// [`Session::lap`]), its outcome, its slow-log and latency-monitor entries.
+    #[inline(always)]
+    pub(crate) fn count_run(
+        &mut self,
+        session: &mut Session,
+        spec: &'static commands::CommandSpec,
+        args: &[&[u8]],
+        start: u64,
+        reply: &[u8],
+    ) {
+        let end = crate::clock::ticks();
+        if session.lapping {
+            session.lap = Some(end);
+        }
+        let nanos = crate::clock::nanos_between(start, end);
+        let failed = reply.first() == Some(&b'-');
+        self.record(spec, args, nanos, Outcome::Ran(failed), reply, session.id);
     }
 
     /// Shows a command to the host's MONITOR feed (see [`MonitorFeed`]); a host calls this for

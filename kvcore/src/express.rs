@@ -13,7 +13,6 @@ use crate::commands::{self, CommandSpec};
 use crate::db::{Db, Session};
 use crate::events::class;
 use crate::resp::{Proto, ReplyWriter};
-use crate::telemetry::Outcome;
 
 /// A command of the express lane, recognised by [`Express::of`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,20 +117,7 @@ impl Db {
                 }
             }
         }
-        let end = crate::clock::ticks();
-        if session.lapping {
-            session.lap = Some(end);
-        }
-        let nanos = crate::clock::nanos_between(start, end);
-        let failed = out.get(mark) == Some(&b'-');
-        self.record(
-            spec,
-            args,
-            nanos,
-            Outcome::Ran(failed),
-            &out[mark..],
-            session.id,
-        );
+        self.count_run(session, spec, args, start, &out[mark..]);
         self.pull_keyspace_logs();
         Some(spec)
     }

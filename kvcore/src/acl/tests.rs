@@ -253,8 +253,8 @@ fn log_merges_alike_refusals() {
 }
 
 #[test]
-fn split_args_as_redis() {
-    let s = |l: &str| split_args(l.as_bytes());
+fn selector_rules_split_as_redis_splits_them() {
+    let s = |l: &str| crate::resp::parse::split_words(l.as_bytes());
     assert_eq!(
         s("a  'b c' \"d\\x41\\n\""),
         Some(vec![b"a".to_vec(), b"b c".to_vec(), b"dA\n".to_vec()])

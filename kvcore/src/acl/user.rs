@@ -600,7 +600,7 @@ impl User {
         } else if op[0] == b'(' && op.len() > 1 && op[op.len() - 1] == b')' {
             let mut s = Selector::new(all_channels);
             let inner = &op[1..op.len() - 1];
-            for rule in super::split_args(inner).unwrap_or_default() {
+            for rule in crate::resp::parse::split_words(inner).unwrap_or_default() {
                 if !rule.is_empty() {
                     s.apply(&rule)?;
                 }
