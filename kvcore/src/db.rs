@@ -649,16 +649,7 @@ impl Db {
         args: &[&[u8]],
         out: &mut Vec<u8>,
     ) {
-        debug_assert!(
-            !self.refused(
-                session,
-                spec,
-                args.len(),
-                &mut ReplyWriter::new(&mut Vec::new(), session.proto)
-            ),
-            "{} ran where dispatch_spec refuses it",
-            spec.name
-        );
+        self.debug_check_admitted(session, spec, args.len());
         let mark = out.len();
         let w = ReplyWriter {
             out,
@@ -709,6 +700,27 @@ impl Db {
             self.count_run(session, spec, args, start, &out[mark..]);
         }
         self.pull_keyspace_logs();
+    }
+
+    /// In debug builds, that [`Db::dispatch_spec`] would not refuse `spec` with `argc`
+    /// arguments to `session`: what a caller of [`Db::admits`] relies on.
+    #[inline(always)]
+    pub(crate) fn debug_check_admitted(
+        &self,
+        session: &Session,
+        spec: &commands::CommandSpec,
+        argc: usize,
+    ) {
+        debug_assert!(
+            !self.refused(
+                session,
+                spec,
+                argc,
+                &mut ReplyWriter::new(&mut Vec::new(), session.proto)
+            ),
+            "{} ran where dispatch_spec refuses it",
+            spec.name
+        );
     }
 
     /// Counts a client's command that ran from `start` ([`crate::clock::ticks`]) to now with

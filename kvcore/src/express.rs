@@ -68,16 +68,7 @@ impl Db {
             return None;
         }
         let spec = self.express_specs[x as usize];
-        debug_assert!(
-            !self.refused(
-                session,
-                spec,
-                args.len(),
-                &mut ReplyWriter::new(&mut Vec::new(), session.proto)
-            ),
-            "{} ran where dispatch_spec refuses it",
-            spec.name
-        );
+        self.debug_check_admitted(session, spec, args.len());
         let start = session.lap.take().unwrap_or_else(crate::clock::ticks);
         self.stats.commands += 1;
         if session.no_touch != self.no_touch {

@@ -32,8 +32,13 @@ fn clients(server: &Server, n: usize) -> Vec<TcpStream> {
     (0..n).map(|_| server.raw()).collect()
 }
 
+/// Sends `cmd`, which must answer +OK.
+fn ok(s: &mut TcpStream, cmd: &str) {
+    assert_eq!(call(s, cmd), "+OK\r\n", "{cmd}");
+}
+
 fn auth(s: &mut TcpStream, user: &str, pass: &str) {
-    assert_eq!(call(s, &format!("AUTH {user} {pass}")), "+OK\r\n");
+    ok(s, &format!("AUTH {user} {pass}"));
 }
 
 #[test]
@@ -41,12 +46,9 @@ fn users_bind_clients_on_every_shard_at_once() {
     for n in SHARDS {
         let server = Server::start(&["--threads", &n.to_string()]);
         let mut admin = server.raw();
-        assert_eq!(
-            call(
-                &mut admin,
-                "ACL SETUSER bob on >pw ~k* %R~r* +@all -@dangerous"
-            ),
-            "+OK\r\n"
+        ok(
+            &mut admin,
+            "ACL SETUSER bob on >pw ~k* %R~r* +@all -@dangerous",
         );
         let mut bobs = clients(&server, 6);
         for b in &mut bobs {
@@ -60,7 +62,7 @@ fn users_bind_clients_on_every_shard_at_once() {
                 let k = key_on("k", s, n, i);
                 let x = key_on("x", s, n, i);
                 let r = key_on("r", s, n, i);
-                assert_eq!(call(b, &format!("SET {k} v")), "+OK\r\n");
+                ok(b, &format!("SET {k} v"));
                 assert_eq!(call(b, &format!("GET {k}")), "$1\r\nv\r\n");
                 assert_eq!(call(b, &format!("GET {x}")), NO_KEY);
                 assert_eq!(call(b, &format!("GET {r}")), "$-1\r\n");
@@ -69,13 +71,13 @@ fn users_bind_clients_on_every_shard_at_once() {
             // Keys of several shards (a command spanning shards).
             let (k0, k1) = (key_on("k", 0, n, 50), key_on("k", n - 1, n, 51));
             let x1 = key_on("x", n - 1, n, 52);
-            assert_eq!(call(b, &format!("MSET {k0} 1 {k1} 2")), "+OK\r\n");
+            ok(b, &format!("MSET {k0} 1 {k1} 2"));
             assert_eq!(call(b, &format!("MSET {k0} 1 {x1} 2")), NO_KEY);
             assert_eq!(call(b, "FLUSHALL"), no_cmd("bob", "flushall"));
             assert_eq!(call(b, "KEYS *"), no_cmd("bob", "keys"));
         }
         // A change made on one connection holds for the next command of every client.
-        assert_eq!(call(&mut admin, "ACL SETUSER bob -get"), "+OK\r\n");
+        ok(&mut admin, "ACL SETUSER bob -get");
         for (i, b) in bobs.iter_mut().enumerate() {
             let k = key_on("k", i % n, n, 0);
             assert_eq!(call(b, &format!("GET {k}")), no_cmd("bob", "get"));
@@ -86,12 +88,12 @@ fn users_bind_clients_on_every_shard_at_once() {
         for o in &mut others {
             assert_eq!(call(o, "GET k"), "$-1\r\n");
         }
-        assert_eq!(call(&mut admin, "ACL SETUSER default -get"), "+OK\r\n");
+        ok(&mut admin, "ACL SETUSER default -get");
         for o in &mut others {
             assert_eq!(call(o, "GET k"), no_cmd("default", "get"));
-            assert_eq!(call(o, "SET k v"), "+OK\r\n");
+            ok(o, "SET k v");
         }
-        assert_eq!(call(&mut admin, "ACL SETUSER default +get"), "+OK\r\n");
+        ok(&mut admin, "ACL SETUSER default +get");
         for o in &mut others {
             assert_eq!(call(o, "GET k"), "$1\r\nv\r\n");
         }
@@ -103,14 +105,8 @@ fn auth_hello_reset_and_client_list() {
     for n in SHARDS {
         let server = Server::start(&["--threads", &n.to_string()]);
         let mut admin = server.raw();
-        assert_eq!(
-            call(&mut admin, "ACL SETUSER amy on >a1 >a2 +@all ~*"),
-            "+OK\r\n"
-        );
-        assert_eq!(
-            call(&mut admin, "ACL SETUSER off1 off nopass +@all"),
-            "+OK\r\n"
-        );
+        ok(&mut admin, "ACL SETUSER amy on >a1 >a2 +@all ~*");
+        ok(&mut admin, "ACL SETUSER off1 off nopass +@all");
         let mut c = server.raw();
         let wrong = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
         assert_eq!(call(&mut c, "AUTH amy nope"), wrong);
@@ -120,7 +116,7 @@ fn auth_hello_reset_and_client_list() {
             call(&mut c, "AUTH x"),
             "-ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?\r\n"
         );
-        assert_eq!(call(&mut c, "AUTH amy a2"), "+OK\r\n");
+        ok(&mut c, "AUTH amy a2");
         assert_eq!(call(&mut c, "ACL WHOAMI"), "$3\r\namy\r\n");
         let info = call(&mut c, "CLIENT INFO");
         assert!(info.contains(" user=amy "), "{info}");
@@ -129,12 +125,12 @@ fn auth_hello_reset_and_client_list() {
         assert_eq!(call(&mut c, "HELLO 2 AUTH amy bad"), wrong);
         assert!(call(&mut c, "HELLO 3 AUTH default x").starts_with('%'));
         assert_eq!(call(&mut c, "ACL WHOAMI"), "$7\r\ndefault\r\n");
-        assert_eq!(call(&mut c, "AUTH amy a1"), "+OK\r\n");
+        ok(&mut c, "AUTH amy a1");
         assert_eq!(call(&mut c, "RESET"), "+RESET\r\n");
         assert_eq!(call(&mut c, "ACL WHOAMI"), "$7\r\ndefault\r\n");
         // Disabling a user leaves its connections working (as in Redis); it cannot log in.
-        assert_eq!(call(&mut c, "AUTH amy a1"), "+OK\r\n");
-        assert_eq!(call(&mut admin, "ACL SETUSER amy off"), "+OK\r\n");
+        ok(&mut c, "AUTH amy a1");
+        ok(&mut admin, "ACL SETUSER amy off");
         assert_eq!(call(&mut c, "PING"), "+PONG\r\n");
         assert_eq!(call(&mut server.raw(), "AUTH amy a1"), wrong);
         // CLIENT KILL USER.
@@ -156,16 +152,16 @@ fn requirepass_is_the_default_users_password() {
         call(&mut c, "GET k"),
         "-NOAUTH Authentication required.\r\n"
     );
-    assert_eq!(call(&mut c, "AUTH default pw"), "+OK\r\n");
+    ok(&mut c, "AUTH default pw");
     let list = call(&mut c, "ACL LIST");
     assert!(
         list.contains("user default on sanitize-payload #30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4 ~* &* +@all"),
         "{list}"
     );
     // ACL SETUSER default nopass opens the server: new clients need no AUTH.
-    assert_eq!(call(&mut c, "ACL SETUSER default nopass"), "+OK\r\n");
+    ok(&mut c, "ACL SETUSER default nopass");
     assert_eq!(call(&mut server.raw(), "GET k"), "$-1\r\n");
-    assert_eq!(call(&mut c, "CONFIG SET requirepass other"), "+OK\r\n");
+    ok(&mut c, "CONFIG SET requirepass other");
     assert_eq!(
         call(&mut server.raw(), "GET k"),
         "-NOAUTH Authentication required.\r\n"
@@ -183,10 +179,7 @@ fn deleted_users_clients_are_disconnected() {
     for n in SHARDS {
         let server = Server::start(&["--threads", &n.to_string()]);
         let mut admin = server.raw();
-        assert_eq!(
-            call(&mut admin, "ACL SETUSER dan on nopass +@all ~* &*"),
-            "+OK\r\n"
-        );
+        ok(&mut admin, "ACL SETUSER dan on nopass +@all ~* &*");
         let mut dans = clients(&server, 5);
         for d in &mut dans {
             auth(d, "dan", "x");
@@ -206,10 +199,7 @@ fn deleted_users_clients_are_disconnected() {
             assert!(closed(d), "a client of a deleted user stays");
         }
         // Deleting one's own user: the reply comes, then the connection closes.
-        assert_eq!(
-            call(&mut admin, "ACL SETUSER eve on nopass +@all"),
-            "+OK\r\n"
-        );
+        ok(&mut admin, "ACL SETUSER eve on nopass +@all");
         let mut eve = server.raw();
         auth(&mut eve, "eve", "x");
         assert_eq!(call(&mut eve, "ACL DELUSER eve"), ":1\r\n");
@@ -224,12 +214,9 @@ fn channels_transactions_blocking_and_scripts() {
     for n in SHARDS {
         let server = Server::start(&["--threads", &n.to_string()]);
         let mut admin = server.raw();
-        assert_eq!(
-            call(
-                &mut admin,
-                "ACL SETUSER fay on nopass +@all -flushall ~k* &news.*"
-            ),
-            "+OK\r\n"
+        ok(
+            &mut admin,
+            "ACL SETUSER fay on nopass +@all -flushall ~k* &news.*",
         );
         let mut c = server.raw();
         auth(&mut c, "fay", "x");
@@ -254,7 +241,7 @@ fn channels_transactions_blocking_and_scripts() {
         assert_eq!(call(&mut c, "BLPOP x 0"), NO_KEY);
         assert_eq!(call(&mut c, "BLPOP k1 0.01"), "*-1\r\n");
         // MULTI: a refusal at queue time aborts the transaction.
-        assert_eq!(call(&mut c, "MULTI"), "+OK\r\n");
+        ok(&mut c, "MULTI");
         assert_eq!(call(&mut c, "SET k1 1"), "+QUEUED\r\n");
         assert_eq!(call(&mut c, "SET x 1"), NO_KEY);
         assert_eq!(
@@ -263,14 +250,11 @@ fn channels_transactions_blocking_and_scripts() {
         );
         // At EXEC the queued commands are checked again against the rules of then.
         let (k0, k1) = (key_on("k", 0, n, 0), key_on("k", n - 1, n, 1));
-        assert_eq!(call(&mut c, "MULTI"), "+OK\r\n");
+        ok(&mut c, "MULTI");
         assert_eq!(call(&mut c, &format!("SET {k0} 1")), "+QUEUED\r\n");
         assert_eq!(call(&mut c, &format!("GET {k1}")), "+QUEUED\r\n");
         assert_eq!(call(&mut c, "PUBLISH news.x m"), "+QUEUED\r\n");
-        assert_eq!(
-            call(&mut admin, "ACL SETUSER fay -set resetchannels"),
-            "+OK\r\n"
-        );
+        ok(&mut admin, "ACL SETUSER fay -set resetchannels");
         let prefix = "-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: ";
         assert_eq!(
             call(&mut c, "EXEC"),
@@ -279,8 +263,8 @@ fn channels_transactions_blocking_and_scripts() {
             )
         );
         // A refused EXEC discards the transaction.
-        assert_eq!(call(&mut admin, "ACL SETUSER fay -exec"), "+OK\r\n");
-        assert_eq!(call(&mut c, "MULTI"), "+OK\r\n");
+        ok(&mut admin, "ACL SETUSER fay -exec");
+        ok(&mut c, "MULTI");
         assert_eq!(
             call(&mut c, "EXEC"),
             "-EXECABORT Transaction discarded because of: NOPERM User fay has no permissions to run the 'exec' command\r\n"
@@ -288,7 +272,7 @@ fn channels_transactions_blocking_and_scripts() {
         assert_eq!(call(&mut c, "DISCARD"), "-ERR DISCARD without MULTI\r\n");
         // Scripts: each redis.call is checked against the caller's user, on one shard or
         // several.
-        assert_eq!(call(&mut admin, "ACL SETUSER fay +set"), "+OK\r\n");
+        ok(&mut admin, "ACL SETUSER fay +set");
         let (x0, x1) = (key_on("x", 0, n, 0), key_on("x", n - 1, n, 1));
         let script = "redis.call('set',KEYS[1],'v') return redis.call('get',KEYS[2])";
         assert_eq!(
@@ -336,10 +320,7 @@ fn channels_transactions_blocking_and_scripts() {
 fn acl_log_entries() {
     let server = Server::start(&["--threads", "2"]);
     let mut admin = server.raw();
-    assert_eq!(
-        call(&mut admin, "ACL SETUSER gus on >pw +get ~k*"),
-        "+OK\r\n"
-    );
+    ok(&mut admin, "ACL SETUSER gus on >pw +get ~k*");
     let mut c = server.raw();
     auth(&mut c, "gus", "pw");
     for _ in 0..3 {
@@ -372,9 +353,9 @@ fn acl_log_entries() {
     ] {
         assert!(info.contains(want), "{want} in {info}");
     }
-    assert_eq!(call(&mut admin, "ACL LOG RESET"), "+OK\r\n");
+    ok(&mut admin, "ACL LOG RESET");
     assert_eq!(call(&mut admin, "ACL LOG"), "*0\r\n");
-    assert_eq!(call(&mut admin, "CONFIG SET acllog-max-len 1"), "+OK\r\n");
+    ok(&mut admin, "CONFIG SET acllog-max-len 1");
     assert_eq!(call(&mut c, "GET y"), NO_KEY);
     assert_eq!(call(&mut c, "GET z"), NO_KEY);
     assert!(call(&mut admin, "ACL LOG").starts_with("*1\r\n"));
@@ -435,8 +416,8 @@ fn acl_subcommands_and_errors() {
         assert!(call(&mut c, &format!("ACL {sub}"))
             .starts_with("-ERR This Redis instance is not configured to use an ACL file."));
     }
-    assert_eq!(call(&mut c, "ACL SETUSER hal on +get ~k*"), "+OK\r\n");
-    assert_eq!(call(&mut c, "ACL DRYRUN hal get k1"), "+OK\r\n");
+    ok(&mut c, "ACL SETUSER hal on +get ~k*");
+    ok(&mut c, "ACL DRYRUN hal get k1");
     assert_eq!(
         call(&mut c, "ACL DRYRUN hal get x"),
         "$49\r\nUser hal has no permissions to access the 'x' key\r\n"
@@ -517,7 +498,7 @@ fn hostile_rules_answer_errors() {
         b"\r\n",
         b"%RW~*",
     ];
-    assert_eq!(call(&mut c, "ACL SETUSER fuzz"), "+OK\r\n");
+    ok(&mut c, "ACL SETUSER fuzz");
     let mut rng = Rng(7);
     for round in 0..400 {
         let mut args: Vec<Vec<u8>> = vec![b"ACL".to_vec(), b"SETUSER".to_vec(), b"fuzz".to_vec()];
@@ -550,10 +531,7 @@ fn hostile_rules_answer_errors() {
         }
     }
     let long = "x".repeat(100_000);
-    assert_eq!(
-        call(&mut c, &format!("ACL SETUSER {long} ~{long}")),
-        "+OK\r\n"
-    );
+    ok(&mut c, &format!("ACL SETUSER {long} ~{long}"));
     assert!(call(&mut c, &format!("ACL CAT {long}")).starts_with("-ERR Unknown category 'xxx"));
     assert_eq!(call(&mut c, &format!("ACL DELUSER {long}")), ":1\r\n");
     assert_eq!(call(&mut c, "PING"), "+PONG\r\n");
