@@ -28,15 +28,30 @@ impl Express {
     /// comparison of one word.
     #[inline(always)]
     pub fn of(args: &[&[u8]]) -> Option<Express> {
-        let &[a, b, c] = *args.first()? else {
+        let x = Express::named(args.first()?)?;
+        (args.len() == x.arity()).then_some(x)
+    }
+
+    /// The express command called `name` (any case), whatever its arguments.
+    #[inline(always)]
+    pub fn named(name: &[u8]) -> Option<Express> {
+        let &[a, b, c] = name else {
             return None;
         };
         // Setting bit 5 lowers a letter and turns no other byte into one of these letters.
-        let word = u32::from_le_bytes([a, b, c, 0]) | 0x0020_2020;
-        match (word, args.len()) {
-            (W_GET, 2) => Some(Express::Get),
-            (W_SET, 3) => Some(Express::Set),
+        match u32::from_le_bytes([a, b, c, 0]) | 0x0020_2020 {
+            W_GET => Some(Express::Get),
+            W_SET => Some(Express::Set),
             _ => None,
+        }
+    }
+
+    /// Its number of arguments, the name included.
+    #[inline(always)]
+    pub fn arity(self) -> usize {
+        match self {
+            Express::Get => 2,
+            Express::Set => 3,
         }
     }
 }

@@ -16,6 +16,7 @@ use memchr::memchr;
 use smallvec::SmallVec;
 
 use super::ProtocolError;
+use crate::express::Express;
 
 /// The arguments of one command: slices of the input buffer, or of the
 /// parser's scratch space for inline arguments that needed unescaping.
@@ -97,11 +98,21 @@ enum Tok {
 }
 
 /// A request parser; keep one per connection to reuse its scratch space.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Parser {
     limits: Limits,
+    /// Whether the limits let the general path read `*2`/`*3` and `$3` in their short form
+    /// and take a three-byte name, as [`Parser::scan_express`] reads them.
+    express: bool,
     /// Unescaped inline arguments of the last inline command.
     inline_scratch: Vec<u8>,
+}
+
+impl Default for Parser {
+    /// A parser enforcing Redis's default limits.
+    fn default() -> Self {
+        Parser::new(Limits::default())
+    }
 }
 
 impl Parser {
@@ -109,13 +120,19 @@ impl Parser {
     pub fn new(limits: Limits) -> Self {
         Parser {
             limits,
+            express: Self::express_ok(&limits),
             inline_scratch: Vec::new(),
         }
+    }
+
+    fn express_ok(limits: &Limits) -> bool {
+        limits.max_args >= 3 && limits.max_inline_len > 2 && limits.max_bulk_len >= 3
     }
 
     /// Replaces the limits (e.g. after `CONFIG SET proto-max-bulk-len`).
     pub fn set_limits(&mut self, limits: Limits) {
         self.limits = limits;
+        self.express = Self::express_ok(&limits);
     }
 
     /// The limits in force.
@@ -157,6 +174,43 @@ impl Parser {
                 None
             }
         }
+    }
+
+    /// The express command at the start of `buf` ([`Express`]: `GET key` or `SET key value`,
+    /// the name in any case), read straight from its bytes: the command, its arguments (the
+    /// name, the key and, for SET, the value; an unused slot is empty) and the bytes it takes.
+    /// `None` for anything else, which [`Parser::parse_ahead`] and [`Parser::parse_into`]
+    /// decide. What this accepts they read as the same arguments and length: the headers are
+    /// read by the same function and within the same limits, and the two bytes after each
+    /// bulk are skipped unread as they skip them. It costs a fraction of the general parse:
+    /// one compare of eight bytes for the count and the name's header, no argument vector.
+    #[inline]
+    #[deny(
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::arithmetic_side_effects
+    )]
+    pub fn scan_express<'a>(&self, buf: &'a [u8]) -> Option<(Express, [&'a [u8]; 3], usize)> {
+        const GET_HEAD: u64 = u64::from_le_bytes(*b"*2\r\n$3\r\n");
+        const SET_HEAD: u64 = u64::from_le_bytes(*b"*3\r\n$3\r\n");
+        let x = match u64::from_le_bytes(*buf.first_chunk::<8>()?) {
+            GET_HEAD => Express::Get,
+            SET_HEAD => Express::Set,
+            _ => return None,
+        };
+        if !self.express {
+            return None;
+        }
+        let name = buf.get(8..13)?.get(..3)?;
+        if Express::named(name) != Some(x) {
+            return None;
+        }
+        let (key, pos) = express_bulk(buf, 13, &self.limits)?;
+        let (value, pos) = match x {
+            Express::Get => (&[][..], pos),
+            Express::Set => express_bulk(buf, pos, &self.limits)?,
+        };
+        Some((x, [name, key, value], pos))
     }
 
     /// [`Parser::parse`] writing the arguments into `args` (cleared first), which holds them
@@ -345,6 +399,43 @@ fn parse_multibulk<'a, A: smallvec::Array<Item = &'a [u8]>>(
         }
     }
     Ok(Status::Command { consumed: pos })
+}
+
+/// One bulk of an express command at `pos` ([`Parser::scan_express`]): its data and where the
+/// next header starts, as the general loop of [`parse_multibulk`] reads it; `None` when it is
+/// not whole or not within the limits (the general path's to decide).
+#[inline(always)]
+#[deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::arithmetic_side_effects
+)]
+fn express_bulk<'a>(buf: &'a [u8], pos: usize, limits: &Limits) -> Option<(&'a [u8], usize)> {
+    let &[b'$', d0, b1, b2] = buf.get(pos..pos.checked_add(4)?)? else {
+        return None;
+    };
+    // One or two digits, the everyday key and value, without a call; longer lengths as
+    // `quick_header` reads them. (Both need the byte after the `\r`, which the data's
+    // bounds below cover.)
+    let (len, data) = match short_header(d0, b1, b2) {
+        Some((len, head)) => (len, pos.wrapping_add(head)),
+        None => long_header(buf, pos, limits.max_inline_len)?,
+    };
+    if len > limits.max_bulk_len {
+        return None;
+    }
+    let end = data.checked_add(len)?;
+    let next = end.checked_add(2)?;
+    if next > buf.len() {
+        return None;
+    }
+    Some((buf.get(data..end)?, next))
+}
+
+/// [`quick_header`] out of line, for the rarer long lengths of [`express_bulk`].
+#[inline(never)]
+fn long_header(buf: &[u8], start: usize, max: usize) -> Option<(usize, usize)> {
+    quick_header(buf, start, max)
 }
 
 /// The common header line in one pass: the type byte at `start`, 1 to 18 digits with no sign
@@ -1027,6 +1118,95 @@ mod tests {
                 _ => 1,
             };
         }
+    }
+
+    /// What the express scanner accepts, the general parser reads as the same command of the
+    /// same length, under any limits; and it accepts the everyday GET and SET, in any case and
+    /// with any lengths, or it saves nothing.
+    #[test]
+    fn scan_express_reads_what_the_general_parser_reads() {
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let encode = |args: &[&[u8]]| {
+            let mut b = format!("*{}\r\n", args.len()).into_bytes();
+            for a in args {
+                b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                b.extend_from_slice(a);
+                b.extend_from_slice(b"\r\n");
+            }
+            b
+        };
+        // Whole commands in every case and length are taken, with their bytes (but for empty
+        // arguments: `$0` is the general path's, as `quick_header` leaves it).
+        for (name, args) in [
+            (&b"GET"[..], &[&b"k"[..]][..]),
+            (b"get", &[b"key:000000000042"]),
+            (b"SeT", &[b"k", b"v"]),
+            (b"set", &[&[b'k'; 100][..], &[b'v'; 12345][..]]),
+        ] {
+            let mut cmd = vec![name];
+            cmd.extend_from_slice(args);
+            let mut buf = encode(&cmd);
+            let whole = buf.len();
+            buf.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+            let (x, got, consumed) = Parser::default().scan_express(&buf).expect("taken");
+            assert_eq!(consumed, whole);
+            assert_eq!(&got[..x.arity()], &cmd[..]);
+        }
+        let mut accepted = 0;
+        for round in 0..300_000 {
+            let key = vec![b'k'; [0, 1, 9, 10, 99, 100, 1000][(next() % 7) as usize]];
+            let value = vec![b'v'; [0, 3, 10, 64, 512][(next() % 5) as usize]];
+            let mut buf = match next() % 4 {
+                0 => encode(&[b"GET", &key]),
+                1 => encode(&[b"set", &key, &value]),
+                2 => encode(&[b"GET", &key, &value]),
+                _ => encode(&[b"SET", &key]),
+            };
+            // Damage some: a changed byte near a header, a cut, a leading zero, extra bytes.
+            match round % 5 {
+                0 => {
+                    let at = (next() as usize) % buf.len().min(40);
+                    let bytes = b"0123456789$*\r\nxSsGg-";
+                    buf[at] = bytes[(next() as usize) % bytes.len()];
+                }
+                1 => buf.truncate((next() as usize) % (buf.len() + 1)),
+                2 => {
+                    let at = 13 + (next() as usize) % 3;
+                    if at < buf.len() {
+                        buf.insert(at, b'0');
+                    }
+                }
+                _ => buf.extend_from_slice(b"*1\r\n"),
+            }
+            let limits = Limits {
+                max_bulk_len: [2, 3, 16, 100, 512 * 1024 * 1024][(next() % 5) as usize],
+                max_args: [2, 3, 1024][(next() % 3) as usize],
+                max_inline_len: [2, 3, 4, 64 * 1024][(next() % 4) as usize],
+            };
+            let mut parser = Parser::new(limits);
+            let Some((x, got, consumed)) = parser.scan_express(&buf) else {
+                continue;
+            };
+            accepted += 1;
+            let got: Vec<Vec<u8>> = got[..x.arity()].iter().map(|a| a.to_vec()).collect();
+            let mut args = Args::new();
+            let r = parser.parse_into(&buf, &mut args);
+            assert_eq!(
+                r,
+                Ok(Status::Command { consumed }),
+                "{}",
+                buf.escape_ascii()
+            );
+            assert_eq!(got, args.to_vec(), "{}", buf.escape_ascii());
+            assert_eq!(Express::of(&args), Some(x));
+        }
+        assert!(accepted > 10_000, "only {accepted} commands were taken");
     }
 
     #[test]

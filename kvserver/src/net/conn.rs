@@ -348,10 +348,28 @@ struct Input {
 /// general parser reads. The CPU starts loading the window's keys before the first of them runs
 /// (see [`Window::prefetch`]).
 struct Window<'a> {
-    /// The arguments of the window's commands, one command after another.
+    /// The arguments of the window's commands the general parser read, one after another.
     args: SmallVec<[&'a [u8]; Window::ARGS]>,
-    /// Each command's end in the read buffer, first argument and argument count.
-    cmds: SmallVec<[(usize, u32, u32); Window::COMMANDS]>,
+    /// The commands, in order.
+    cmds: SmallVec<[Cmd<'a>; Window::COMMANDS]>,
+}
+
+/// A command of a [`Window`].
+#[derive(Clone, Copy)]
+struct Cmd<'a> {
+    /// Where it ends in the read buffer.
+    end: usize,
+    /// Its arguments.
+    args: CmdArgs<'a>,
+}
+
+/// Where the arguments of a [`Cmd`] are.
+#[derive(Clone, Copy)]
+enum CmdArgs<'a> {
+    /// An express command read by [`Parser::scan_express`], with its arguments.
+    Express(Express, [&'a [u8]; 3]),
+    /// `n` arguments of [`Window::args`] from `first` on.
+    Run { first: u32, n: u32 },
 }
 
 impl<'a> Window<'a> {
@@ -365,18 +383,35 @@ impl<'a> Window<'a> {
         }
     }
 
+    /// The arguments of `cmd`, and the express command it is if it was read as one.
+    #[inline(always)]
+    fn args_of<'w>(&'w self, cmd: &'w Cmd<'a>) -> (&'w [&'a [u8]], Option<Express>) {
+        match &cmd.args {
+            CmdArgs::Express(x, args) => (&args[..x.arity()], Some(*x)),
+            CmdArgs::Run { first, n } => (&self.args[*first as usize..][..*n as usize], None),
+        }
+    }
+
     /// Parses the commands at `buf[pos..]` that the look ahead takes: where it met one it
     /// does not take (the general parser's to read), or `None` when the window is full.
     fn fill(&mut self, parser: &Parser, buf: &'a [u8], pos: usize) -> Option<usize> {
         let mut at = pos;
         while self.cmds.len() < Self::COMMANDS && self.args.len() < Self::ARGS {
-            let first = self.args.len();
-            let Some(consumed) = parser.parse_ahead(&buf[at..], &mut self.args) else {
-                return Some(at);
+            let args = if let Some((x, args, consumed)) = parser.scan_express(&buf[at..]) {
+                at += consumed;
+                CmdArgs::Express(x, args)
+            } else {
+                let first = self.args.len();
+                let Some(consumed) = parser.parse_ahead(&buf[at..], &mut self.args) else {
+                    return Some(at);
+                };
+                at += consumed;
+                CmdArgs::Run {
+                    first: first as u32,
+                    n: (self.args.len() - first) as u32,
+                }
             };
-            at += consumed;
-            self.cmds
-                .push((at, first as u32, (self.args.len() - first) as u32));
+            self.cmds.push(Cmd { end: at, args });
         }
         None
     }
@@ -392,18 +427,19 @@ impl<'a> Window<'a> {
         }
         let mut keys: SmallVec<[&[u8]; Window::COMMANDS]> = SmallVec::new();
         let mut members: SmallVec<[(&[u8], &[u8]); Window::COMMANDS]> = SmallVec::new();
-        for &(_, first, n) in &self.cmds {
-            let (first, n) = (first as usize, n as usize);
-            if n < 2 {
+        for cmd in &self.cmds {
+            let (args, x) = self.args_of(cmd);
+            let &[name, key, ref more @ ..] = args else {
                 continue;
-            }
-            let key = self.args[first + 1];
+            };
             // A run of commands on one key (a queue's pops, a counter) needs it once.
             if !keys.last().is_some_and(|&last| likely_same(last, key)) {
                 keys.push(key);
             }
-            if n >= 3 && names_member(self.args[first]) {
-                members.push((key, self.args[first + 2]));
+            if let (None, Some(&member)) = (x, more.first()) {
+                if names_member(name) {
+                    members.push((key, member));
+                }
             }
         }
         if keys.len() >= 2 {
@@ -837,7 +873,13 @@ impl<'a> Conn<'a> {
                     match parser.parse_into(&buf[pos..], &mut args) {
                         Ok(Status::Command { consumed }) => {
                             window.args.extend_from_slice(&args);
-                            window.cmds.push((pos + consumed, 0, args.len() as u32));
+                            window.cmds.push(Cmd {
+                                end: pos + consumed,
+                                args: CmdArgs::Run {
+                                    first: 0,
+                                    n: args.len() as u32,
+                                },
+                            });
                         }
                         Ok(Status::Incomplete { hint }) => {
                             *wait_for = hint;
@@ -856,10 +898,10 @@ impl<'a> Conn<'a> {
                 } else {
                     window.prefetch(&self.shard.db.borrow(), self.session.db);
                 }
-                for &(next, first, n) in &window.cmds {
-                    let args = &window.args[first as usize..][..n as usize];
+                for cmd in &window.cmds {
+                    let (args, express) = window.args_of(cmd);
                     let at = pos;
-                    pos = next;
+                    pos = cmd.end;
                     if args.is_empty() {
                         continue;
                     }
@@ -867,7 +909,7 @@ impl<'a> Conn<'a> {
                     if plain {
                         self.session.lap = lap.take();
                         self.session.lapping = true;
-                        let ran = self.run_plain(args);
+                        let ran = self.run_plain(args, express);
                         self.session.lapping = false;
                         lap = self.session.lap.take();
                         if ran {
@@ -996,8 +1038,8 @@ impl<'a> Conn<'a> {
     /// `Shard::execute`, `Db::dispatch_spec`) would, without asking what cannot apply.
     /// `false`: nothing was done; take the general path.
     #[inline]
-    fn run_plain(&mut self, args: &[&[u8]]) -> bool {
-        if let Some(x) = Express::of(args) {
+    fn run_plain(&mut self, args: &[&[u8]], express: Option<Express>) -> bool {
+        if let Some(x) = express.or_else(|| Express::of(args)) {
             let shard = self.shard;
             let home = shard.n == 1 || route::shard_of(args[1], shard.n) == shard.id;
             if home && shard.locks.borrow().is_idle() {
