@@ -46,6 +46,18 @@ impl Express {
         }
     }
 
+    /// Its name in lower case followed by `\r`, as a little-endian word, for a scanner that
+    /// reads the name and the end of its line at once: a word read there and or-ed with
+    /// `0x0020_2020` equals this exactly when the name is this command's (in any case) and a
+    /// `\r` follows it.
+    #[inline(always)]
+    pub fn word(self) -> u32 {
+        match self {
+            Express::Get => u32::from_le_bytes(*b"get\r"),
+            Express::Set => u32::from_le_bytes(*b"set\r"),
+        }
+    }
+
     /// Its number of arguments, the name included.
     #[inline(always)]
     pub fn arity(self) -> usize {

@@ -417,11 +417,7 @@ impl Keyspace {
             && crate::num::canonical_int(s).is_none()
         {
             match self.main.get_or_evict(key, |_| false) {
-                Err(_) => {
-                    self.seen_now = now;
-                    self.insert_new(key, NewValue::Bytes(s), 0, now);
-                    return;
-                }
+                Err(_) => return self.set_plain_new(key, s, now),
                 Ok(n) => {
                     if n.deadline() == 0 {
                         if let Some(b) = n.embedded_mut(s.len()) {
@@ -439,6 +435,20 @@ impl Keyspace {
                 }
             }
         }
+        self.set_plain_put(key, s, now);
+    }
+
+    /// [`Keyspace::set_plain`] of an absent key (out of line: the overwrite in place is the
+    /// part worth inlining).
+    #[inline(never)]
+    fn set_plain_new(&mut self, key: &[u8], s: &[u8], now: u64) {
+        self.seen_now = now;
+        self.insert_new(key, NewValue::Bytes(s), 0, now);
+    }
+
+    /// [`Keyspace::set_plain`] the general way.
+    #[inline(never)]
+    fn set_plain_put(&mut self, key: &[u8], s: &[u8], now: u64) {
         self.put(key, NewValue::Bytes(s), Ttl::Clear, now);
     }
 

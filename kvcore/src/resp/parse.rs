@@ -201,10 +201,13 @@ impl Parser {
         if !self.express {
             return None;
         }
-        let name = buf.get(8..13)?.get(..3)?;
-        if Express::named(name) != Some(x) {
+        // The name and its `\r` as one word, lowered as `Express::named` lowers it (the
+        // byte after the `\r` is skipped unread, as the general path skips it).
+        let word = u32::from_le_bytes(*buf.get(8..13)?.first_chunk::<4>()?) | 0x0020_2020;
+        if word != x.word() {
             return None;
         }
+        let name = buf.get(8..11)?;
         let (key, pos) = express_bulk(buf, 13, &self.limits)?;
         let (value, pos) = match x {
             Express::Get => (&[][..], pos),

@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrayvec::ArrayVec;
 use kvcore::commands::{self, flags, sort_api, CommandSpec};
 use kvcore::express::Express;
 use kvcore::resp::parse::{Args, Limits, Parser, Status};
@@ -350,8 +351,9 @@ struct Input {
 struct Window<'a> {
     /// The arguments of the window's commands the general parser read, one after another.
     args: SmallVec<[&'a [u8]; Window::ARGS]>,
-    /// The commands, in order.
-    cmds: SmallVec<[Cmd<'a>; Window::COMMANDS]>,
+    /// The commands, in order. (A plain array: the window never holds more, and a
+    /// `SmallVec` asks where its items live at every push and read.)
+    cmds: ArrayVec<Cmd<'a>, { Window::COMMANDS }>,
 }
 
 /// A command of a [`Window`].
@@ -379,7 +381,7 @@ impl<'a> Window<'a> {
     fn new() -> Self {
         Window {
             args: SmallVec::new(),
-            cmds: SmallVec::new(),
+            cmds: ArrayVec::new(),
         }
     }
 
@@ -396,11 +398,14 @@ impl<'a> Window<'a> {
     /// does not take (the general parser's to read), or `None` when the window is full.
     fn fill(&mut self, parser: &Parser, buf: &'a [u8], pos: usize) -> Option<usize> {
         let mut at = pos;
-        while self.cmds.len() < Self::COMMANDS && self.args.len() < Self::ARGS {
+        while self.cmds.len() < Self::COMMANDS {
             let args = if let Some((x, args, consumed)) = parser.scan_express(&buf[at..]) {
                 at += consumed;
                 CmdArgs::Express(x, args)
             } else {
+                if self.args.len() >= Self::ARGS {
+                    break;
+                }
                 let first = self.args.len();
                 let Some(consumed) = parser.parse_ahead(&buf[at..], &mut self.args) else {
                     return Some(at);
@@ -425,8 +430,8 @@ impl<'a> Window<'a> {
         if self.cmds.len() < 2 {
             return;
         }
-        let mut keys: SmallVec<[&[u8]; Window::COMMANDS]> = SmallVec::new();
-        let mut members: SmallVec<[(&[u8], &[u8]); Window::COMMANDS]> = SmallVec::new();
+        let mut keys: ArrayVec<&[u8], { Window::COMMANDS }> = ArrayVec::new();
+        let mut members: ArrayVec<(&[u8], &[u8]), { Window::COMMANDS }> = ArrayVec::new();
         for cmd in &self.cmds {
             let (args, x) = self.args_of(cmd);
             let &[name, key, ref more @ ..] = args else {
