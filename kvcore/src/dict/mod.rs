@@ -423,6 +423,7 @@ impl<L: Link> Dict<L> {
 
     /// The chain slot holding `key`, if present, probing as [`Dict::get`] does. Does no
     /// rehash step. Takes the fields, not `self`, so callers may update `len` meanwhile.
+    #[inline(always)]
     fn find_slot<'a>(
         tables: &'a mut [Vec<Option<L>>; 2],
         [size0, size1]: [usize; 2],
@@ -443,6 +444,22 @@ impl<L: Link> Dict<L> {
                 return None;
             }
         }
+        if t1.is_empty() {
+            return None;
+        }
+        Self::find_slot_new(t1, size1, h, key, arena)
+    }
+
+    /// [`Dict::find_slot`] in the table a rehash fills (out of line: only a rehash, or a
+    /// bucket it has moved, goes there).
+    #[inline(never)]
+    fn find_slot_new<'a>(
+        t1: &'a mut [Option<L>],
+        size1: usize,
+        h: usize,
+        key: &[u8],
+        arena: &L::Arena,
+    ) -> Option<&'a mut Option<L>> {
         let i1 = h & size1.wrapping_sub(1);
         let slot = slot_of(t1.get_mut(i1)?, key, arena);
         slot.is_some().then_some(slot)
@@ -783,7 +800,9 @@ fn find<'a, L: Link>(mut cur: Option<&'a L>, key: &[u8], a: &L::Arena) -> Option
 }
 
 /// The slot in the chain starting at `slot` that holds `key`, or the chain's terminal `None`.
-#[inline]
+/// Always inlined: a call costs its loop's register saves, which a one-node chain does not
+/// repay.
+#[inline(always)]
 fn slot_of<'a, L: Link>(
     mut slot: &'a mut Option<L>,
     key: &[u8],
