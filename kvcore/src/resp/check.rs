@@ -4,7 +4,7 @@
 //! promises, so `cargo fuzz` and `cargo test` run the very same checks.
 
 use super::float::{format_double, DOUBLE_BUF_LEN};
-use super::parse::{Limits, Parsed, Parser};
+use super::parse::{Limits, Parsed, Parser, Status};
 use super::reply::{parse_reply, skip_reply, Value};
 use super::write::{Proto, ReplyWriter};
 use super::ProtocolError;
@@ -82,6 +82,8 @@ fn multibulk(args: &[Vec<u8>]) -> Vec<u8> {
 ///   inputs) give the same commands and the same error;
 /// - [`Parser::parse_ahead`] reads every multibulk command with arguments as the parser
 ///   does, and nothing else;
+/// - what [`Parser::scan_express`] takes at any offset, the parser reads as the same command
+///   of the same length;
 /// - an `Incomplete` hint never exceeds the size of the command it was for;
 /// - every command re-encoded as multibulk parses back to the same
 ///   arguments, consuming exactly the encoding.
@@ -136,6 +138,19 @@ pub fn check_roundtrip(input: &[u8]) {
             } else {
                 assert_eq!(got, None, "look ahead at {offset}");
                 assert_eq!(ahead.len(), 1, "look ahead at {offset}");
+            }
+        }
+        // The express scanner, wherever it is pointed: what it takes, the parser reads as the
+        // same command of the same length.
+        let step = if len <= 300 { 1 } else { len / 97 };
+        for offset in (0..len).step_by(step.max(1)) {
+            let rest = input.get(offset..).unwrap_or_default();
+            if let Some((x, got, consumed)) = parser.scan_express(rest) {
+                let mut general = Parser::new(limits);
+                let mut args = super::Args::new();
+                let r = general.parse_into(rest, &mut args);
+                assert_eq!(r, Ok(Status::Command { consumed }), "express at {offset}");
+                assert_eq!(&got[..x.arity()], &args[..], "express at {offset}");
             }
         }
         for (_, _, args) in &whole.commands {
