@@ -354,6 +354,12 @@ struct Window<'a> {
     /// The commands, in order. (A plain array: the window never holds more, and a
     /// `SmallVec` asks where its items live at every push and read.)
     cmds: ArrayVec<Cmd<'a>, { Window::COMMANDS }>,
+    /// The commands' keys (their first argument) as they were read, a run of one key once
+    /// (see [`likely_same`]).
+    keys: ArrayVec<&'a [u8], { Window::COMMANDS }>,
+    /// Whether a command the general parser read has a third argument (a field or member,
+    /// for [`Window::prefetch`] to look at).
+    third: bool,
 }
 
 /// A command of a [`Window`].
@@ -382,6 +388,8 @@ impl<'a> Window<'a> {
         Window {
             args: SmallVec::new(),
             cmds: ArrayVec::new(),
+            keys: ArrayVec::new(),
+            third: false,
         }
     }
 
@@ -399,9 +407,9 @@ impl<'a> Window<'a> {
     fn fill(&mut self, parser: &Parser, buf: &'a [u8], pos: usize) -> Option<usize> {
         let mut at = pos;
         while self.cmds.len() < Self::COMMANDS {
-            let args = if let Some((x, args, consumed)) = parser.scan_express(&buf[at..]) {
+            let (args, key) = if let Some((x, args, consumed)) = parser.scan_express(&buf[at..]) {
                 at += consumed;
-                CmdArgs::Express(x, args)
+                (CmdArgs::Express(x, args), Some(args[1]))
             } else {
                 if self.args.len() >= Self::ARGS {
                     break;
@@ -411,12 +419,22 @@ impl<'a> Window<'a> {
                     return Some(at);
                 };
                 at += consumed;
-                CmdArgs::Run {
+                let n = self.args.len() - first;
+                self.third |= n >= 3;
+                let key = (n >= 2).then(|| self.args[first + 1]);
+                let args = CmdArgs::Run {
                     first: first as u32,
-                    n: (self.args.len() - first) as u32,
-                }
+                    n: n as u32,
+                };
+                (args, key)
             };
             self.cmds.push(Cmd { end: at, args });
+            // A run of commands on one key (a queue's pops, a counter) needs it once.
+            if let Some(key) = key {
+                if !self.keys.last().is_some_and(|&last| likely_same(last, key)) {
+                    self.keys.push(key);
+                }
+            }
         }
         None
     }
@@ -427,28 +445,21 @@ impl<'a> Window<'a> {
     /// and chain too. Only windows naming two keys or more (a run on one key is one key), or
     /// two members: one lookup has nothing to overlap with.
     fn prefetch(&self, db: &kvcore::Db, dbi: usize) {
-        if self.cmds.len() < 2 {
+        if self.keys.len() >= 2 {
+            db.prefetch(dbi, &self.keys);
+        }
+        if !self.third || self.cmds.len() < 2 {
             return;
         }
-        let mut keys: ArrayVec<&[u8], { Window::COMMANDS }> = ArrayVec::new();
         let mut members: ArrayVec<(&[u8], &[u8]), { Window::COMMANDS }> = ArrayVec::new();
         for cmd in &self.cmds {
-            let (args, x) = self.args_of(cmd);
-            let &[name, key, ref more @ ..] = args else {
-                continue;
-            };
-            // A run of commands on one key (a queue's pops, a counter) needs it once.
-            if !keys.last().is_some_and(|&last| likely_same(last, key)) {
-                keys.push(key);
-            }
-            if let (None, Some(&member)) = (x, more.first()) {
-                if names_member(name) {
-                    members.push((key, member));
+            if let CmdArgs::Run { first, n } = cmd.args {
+                if let &[name, key, member, ..] = &self.args[first as usize..][..n as usize] {
+                    if names_member(name) {
+                        members.push((key, member));
+                    }
                 }
             }
-        }
-        if keys.len() >= 2 {
-            db.prefetch(dbi, &keys);
         }
         if members.len() >= 2 {
             db.prefetch_members(dbi, &members);
