@@ -1128,13 +1128,8 @@ mod tests {
     /// with any lengths, or it saves nothing.
     #[test]
     fn scan_express_reads_what_the_general_parser_reads() {
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let rng = crate::testutil::Rng::new(0x2545_f491_4f6c_dd1d);
+        let next = || rng.below(u64::MAX);
         let encode = |args: &[&[u8]]| {
             let mut b = format!("*{}\r\n", args.len()).into_bytes();
             for a in args {
