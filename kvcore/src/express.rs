@@ -34,7 +34,7 @@ impl Express {
 
     /// The express command called `name` (any case), whatever its arguments.
     #[inline(always)]
-    pub fn named(name: &[u8]) -> Option<Express> {
+    fn named(name: &[u8]) -> Option<Express> {
         let &[a, b, c] = name else {
             return None;
         };
@@ -51,7 +51,7 @@ impl Express {
     /// `0x0020_2020` equals this exactly when the name is this command's (in any case) and a
     /// `\r` follows it.
     #[inline(always)]
-    pub fn word(self) -> u32 {
+    pub(crate) fn word(self) -> u32 {
         match self {
             Express::Get => u32::from_le_bytes(*b"get\r"),
             Express::Set => u32::from_le_bytes(*b"set\r"),
