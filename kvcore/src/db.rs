@@ -54,9 +54,10 @@ pub struct Session {
     /// between them: while `lapping` is set, the dispatch leaves the time a command ended in
     /// `lap`, and takes a `lap` it finds as the next command's start, so that a command costs
     /// one clock read instead of two. Its measured time then also covers the parsing of its
-    /// own request (a few hundred nanoseconds at most). The host clears `lap` wherever it
-    /// waits between commands. The time is a [`crate::clock::ticks`] reading.
-    pub lap: Option<u64>,
+    /// own request (a few hundred nanoseconds at most). A run of express commands whose work
+    /// is bounded shares one reading (see [`Lap`]). The host ends the lap with
+    /// [`Db::end_lap`] wherever it waits between commands.
+    pub lap: Option<Lap>,
     /// See `lap`.
     pub lapping: bool,
     /// The session of a Lua script's commands.
@@ -65,6 +66,63 @@ pub struct Session {
     pub allow_oom: bool,
     /// The ACL user the client is authenticated as (see [`crate::acl`]).
     pub user: crate::acl::ClientUser,
+}
+
+/// Where a host's lap stands (see [`Session::lap`]): the [`crate::clock::ticks`] reading
+/// the last timed command ended at, and the express commands of one kind run since then
+/// whose time is not counted yet.
+///
+/// Such a run holds only commands whose own work is bounded (a GET of a missing key or of a
+/// live string of at most [`LIGHT_BYTES`], a SET of a value that size stored in place or as a
+/// new key; see [`Db::express`]), so it is timed as a whole: one clock read when it ends,
+/// its time added to the command's total and each of its commands put in the latency
+/// histogram at the run's mean. Every other command, and every express command that finds
+/// more work (a big value, an expired key to free, an old value to replace), ends the run
+/// before its own work and is timed alone. Runs are kept only while the slow log and the
+/// latency monitor keep nothing shorter than [`SHARED_CLOCK_FLOOR_NS`]: with a lower
+/// threshold each command is timed alone, so each one the threshold catches is logged with
+/// its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lap {
+    pub(crate) start: u64,
+    pub(crate) run: u32,
+    pub(crate) kind: crate::express::Express,
+}
+
+/// The largest value an express command may read or write and still share its clock
+/// reading with the run it is in (see [`Lap`]): copying this much takes well under a
+/// microsecond.
+pub const LIGHT_BYTES: usize = 4096;
+
+/// The lowest slow-log or latency-monitor threshold, in nanoseconds, at which express
+/// commands share clock readings (see [`Lap`]): a run of light commands lasts microseconds,
+/// so only a run the machine itself held up this long (the thread preempted) reaches it.
+pub const SHARED_CLOCK_FLOOR_NS: u64 = 1_000_000;
+
+impl Lap {
+    /// A lap from `start` with no run.
+    #[inline(always)]
+    pub(crate) fn at(start: u64) -> Lap {
+        Lap {
+            start,
+            run: 0,
+            kind: crate::express::Express::Get,
+        }
+    }
+
+    /// Adds a command of `kind` to the run (in place: the next command reads the lap a field
+    /// at a time, and a whole new value would cost it a failed store forwarding).
+    #[inline(always)]
+    pub(crate) fn join(&mut self, kind: crate::express::Express) {
+        self.run += 1;
+        self.kind = kind;
+    }
+
+    /// Whether a command of `kind` may join the run.
+    #[inline(always)]
+    pub(crate) fn takes(self, kind: crate::express::Express) -> bool {
+        self.run == 0 || self.kind == kind
+    }
 }
 
 impl Session {
@@ -660,8 +718,7 @@ impl Db {
         if no_touch != self.no_touch {
             self.set_no_touch(no_touch);
         }
-        let start =
-            (!session.internal).then(|| session.lap.take().unwrap_or_else(crate::clock::ticks));
+        let start = (!session.internal).then(|| self.lap_start(session));
         let dbi = session.db;
         // A replica's own client (not a step of another command) does not see expired keys.
         let hide = self.replica && !session.master && !session.internal;
@@ -737,11 +794,61 @@ impl Db {
     ) {
         let end = crate::clock::ticks();
         if session.lapping {
-            session.lap = Some(end);
+            session.lap = Some(Lap::at(end));
         }
         let nanos = crate::clock::nanos_between(start, end);
         let failed = reply.first() == Some(&b'-');
         self.record(spec, args, nanos, Outcome::Ran(failed), reply, session.id);
+    }
+
+    /// The reading a command timed alone starts from: the end of the lap's last command, once
+    /// its run (if any) is counted, or now.
+    #[inline(always)]
+    pub(crate) fn lap_start(&mut self, session: &mut Session) -> u64 {
+        match session.lap.take() {
+            None => crate::clock::ticks(),
+            Some(lap) if lap.run == 0 => lap.start,
+            Some(lap) => self.count_lap_run(lap, session.id),
+        }
+    }
+
+    /// Counts the run of express commands `lap` holds (see [`Lap`]), ending now; the
+    /// reading it ended at.
+    #[cold]
+    #[inline(never)]
+    fn count_lap_run(&mut self, lap: Lap, client: u64) -> u64 {
+        let end = crate::clock::ticks();
+        let nanos = crate::clock::nanos_between(lap.start, end);
+        let spec = self.express_specs[lap.kind as usize];
+        let set = &self.config.telemetry;
+        if self.telemetry.count_run(spec, lap.run, nanos, set) {
+            // Only a run the thread was held up in (see `SHARED_CLOCK_FLOOR_NS`): which
+            // command waited is not known, so the entry names the command alone.
+            self.record_notable(spec, &[spec.name.as_bytes()], nanos, client);
+        }
+        end
+    }
+
+    /// Ends a host's lap where it waits between commands (see [`Session::lap`]): the run of
+    /// express commands it holds, if any, is counted now.
+    #[inline]
+    pub fn end_lap(&mut self, lap: &mut Option<Lap>, client: u64) {
+        if let Some(l) = lap.take() {
+            if l.run > 0 {
+                self.count_lap_run(l, client);
+            }
+        }
+    }
+
+    /// [`Db::end_lap`] that keeps the lap going from now, for a host about to run a command
+    /// the dispatch may not time with the lap (one the host times itself).
+    #[inline]
+    pub fn settle_lap(&mut self, lap: &mut Option<Lap>, client: u64) {
+        if let Some(l) = *lap {
+            if l.run > 0 {
+                *lap = Some(Lap::at(self.count_lap_run(l, client)));
+            }
+        }
     }
 
     /// Shows a command to the host's MONITOR feed (see [`MonitorFeed`]); a host calls this for

@@ -10,9 +10,10 @@
 //! cover (monitored, a replica's) answers `None` and the host takes the general path.
 
 use crate::commands::{self, CommandSpec};
-use crate::db::{Db, Session};
+use crate::db::{Db, Lap, Session};
 use crate::events::class;
 use crate::resp::{Proto, ReplyWriter};
+use crate::value::{Stored, Value};
 
 /// A command of the express lane, recognised by [`Express::of`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +76,43 @@ pub(crate) fn specs() -> [&'static CommandSpec; 2] {
     [find(b"get"), find(b"set")]
 }
 
+/// What an express GET found.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Nothing (written as such last).
+    Miss,
+    /// A value, written.
+    Written,
+    /// A live value not light enough to share the run's clock reading: written once the run
+    /// is counted.
+    Heavy,
+    /// A key past its deadline, freed once the run is counted.
+    Expired,
+}
+
+/// Whether writing `v` as GET's reply is light work (see [`Lap`]): a string of at most
+/// [`crate::db::LIGHT_BYTES`]. Another type's error reply is timed alone, so that a run holds
+/// only commands that succeeded.
+#[inline(always)]
+fn light(v: Stored<'_>) -> bool {
+    match v {
+        Stored::Int(_) | Stored::Value(Value::Int(_) | Value::Inline(_)) => true,
+        Stored::Str(b) => b.len() <= crate::db::LIGHT_BYTES,
+        Stored::Value(Value::Str(b)) => b.len() <= crate::db::LIGHT_BYTES,
+        Stored::Value(Value::Raw(b)) => b.len() <= crate::db::LIGHT_BYTES,
+        Stored::Value(_) => false,
+    }
+}
+
+/// GET's reply of a value it found (WRONGTYPE for another type than a string).
+#[inline(always)]
+fn write_hit(out: &mut Vec<u8>, proto: Proto, v: Stored<'_>) {
+    let mut w = ReplyWriter::new(out, proto);
+    if let Err(e) = commands::strings::write_value(&mut w, v) {
+        commands::strings::reply_err(&mut w, e);
+    }
+}
+
 const W_GET: u32 = u32::from_le_bytes(*b"get\0");
 const W_SET: u32 = u32::from_le_bytes(*b"set\0");
 
@@ -96,7 +134,18 @@ impl Db {
         }
         let spec = self.express_specs[x as usize];
         self.debug_check_admitted(session, spec, args.len());
-        let start = session.lap.take().unwrap_or_else(crate::clock::ticks);
+        // Timed alone (`Some`: from when), or in the lap's run while its work stays light
+        // (see `Lap`).
+        let mut start = None;
+        if session.lapping && self.config.telemetry.shares_clock() {
+            match session.lap {
+                Some(lap) if lap.takes(x) => {}
+                // A run of the other command ends; this one's starts.
+                _ => session.lap = Some(Lap::at(self.lap_start(session))),
+            }
+        } else {
+            start = Some(self.lap_start(session));
+        }
         self.stats.commands += 1;
         if session.no_touch != self.no_touch {
             self.set_no_touch(session.no_touch);
@@ -106,8 +155,41 @@ impl Db {
         let now = self.now;
         let mark = out.len();
         match x {
-            Express::Get => match self.dbs[dbi].get(key, now) {
-                None => {
+            Express::Get => {
+                let mut found = Found::Miss;
+                match self.dbs[dbi].get_unexpired(key, now) {
+                    Ok(None) => {}
+                    Ok(Some(n)) => {
+                        let v = n.value();
+                        if start.is_some() || light(v) {
+                            self.stats.keyspace_hits += 1;
+                            write_hit(out, session.proto, v);
+                            found = Found::Written;
+                        } else {
+                            found = Found::Heavy;
+                        }
+                    }
+                    Err(_) => found = Found::Expired,
+                }
+                if matches!(found, Found::Heavy | Found::Expired) {
+                    if start.is_none() {
+                        start = Some(self.lap_start(session));
+                    }
+                    // A live key was touched already; an expired one is freed now.
+                    let ks = &mut self.dbs[dbi];
+                    let n = match found {
+                        Found::Heavy => ks.get_untouched(key, now),
+                        _ => ks.get(key, now),
+                    };
+                    if let Some(n) = n {
+                        self.stats.keyspace_hits += 1;
+                        write_hit(out, session.proto, n.value());
+                        found = Found::Written;
+                    } else {
+                        found = Found::Miss;
+                    }
+                }
+                if found == Found::Miss {
                     self.stats.keyspace_misses += 1;
                     out.extend_from_slice(match session.proto {
                         Proto::Resp2 => b"$-1\r\n",
@@ -115,16 +197,16 @@ impl Db {
                     });
                     self.key_miss(dbi, key);
                 }
-                Some(n) => {
-                    self.stats.keyspace_hits += 1;
-                    let mut w = ReplyWriter::new(out, session.proto);
-                    if let Err(e) = commands::strings::write_value(&mut w, n.value()) {
-                        commands::strings::reply_err(&mut w, e);
-                    }
-                }
-            },
+            }
             Express::Set => {
-                self.dbs[dbi].set_plain(key, args[2], now);
+                let v = args[2];
+                let ks = &mut self.dbs[dbi];
+                if start.is_some() {
+                    ks.set_plain(key, v, now);
+                } else if v.len() > crate::db::LIGHT_BYTES || !ks.set_plain_light(key, v, now) {
+                    start = Some(self.lap_start(session));
+                    self.dbs[dbi].set_plain_put(key, v, now);
+                }
                 self.signal_modified(dbi, key);
                 self.notify(class::STRING, "set", dbi, key);
                 out.extend_from_slice(b"+OK\r\n");
@@ -135,7 +217,14 @@ impl Db {
                 }
             }
         }
-        self.count_run(session, spec, args, start, &out[mark..]);
+        match start {
+            Some(start) => self.count_run(session, spec, args, start, &out[mark..]),
+            None => {
+                if let Some(lap) = &mut session.lap {
+                    lap.join(x);
+                }
+            }
+        }
         self.pull_keyspace_logs();
         Some(spec)
     }
@@ -157,6 +246,8 @@ mod tests {
         sf: Session,
         ss: Session,
         taken: u64,
+        /// Express commands that joined a run of the fast store's lap.
+        shared: u64,
     }
 
     impl Pair {
@@ -181,6 +272,7 @@ mod tests {
                 sf,
                 ss: session(),
                 taken: 0,
+                shared: 0,
             }
         }
 
@@ -188,6 +280,10 @@ mod tests {
         fn run(&mut self, args: &[&[u8]]) -> Vec<u8> {
             let mut a = Vec::new();
             let mut ran = false;
+            // The fast store laps as a host does (the lap stays in the session between
+            // commands), so express commands share clock readings where they may.
+            self.sf.lapping = true;
+            let before = self.sf.lap.map_or(0, |l| l.run);
             if let Some(x) = Express::of(args) {
                 if self.fast.admits(&self.sf) {
                     ran = self.fast.express(&mut self.sf, x, args, &mut a).is_some();
@@ -195,9 +291,13 @@ mod tests {
             }
             if ran {
                 self.taken += 1;
+                if self.sf.lap.map_or(0, |l| l.run) > before {
+                    self.shared += 1;
+                }
             } else {
                 self.fast.dispatch(&mut self.sf, args, &mut a);
             }
+            self.sf.lapping = false;
             let mut b = Vec::new();
             self.slow.dispatch(&mut self.ss, args, &mut b);
             assert_eq!(
@@ -216,9 +316,11 @@ mod tests {
             f(&mut self.slow);
         }
 
-        /// Everything else the two stores show must agree too.
+        /// Everything else the two stores show must agree too (once the fast store's lap
+        /// is ended, as a host ends it before it waits).
         fn check_same(&mut self) {
             let (f, s) = (&mut self.fast, &mut self.slow);
+            f.end_lap(&mut self.sf.lap, self.sf.id);
             assert_eq!(f.stats.commands, s.stats.commands);
             assert_eq!(f.stats.keyspace_hits, s.stats.keyspace_hits);
             assert_eq!(f.stats.keyspace_misses, s.stats.keyspace_misses);
@@ -296,8 +398,16 @@ mod tests {
                 b"a-much-longer-key-name-than-16",
                 b"",
             ];
+            if seed == 4 {
+                // Every command in the slow log: none may share a clock reading.
+                p.run(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"0"]);
+                p.run(&[b"CONFIG", b"SET", b"slowlog-max-len", b"1000"]);
+            }
             let long = vec![b'x'; 300];
-            let values: [&[u8]; 10] = [
+            // Past `LIGHT_BYTES`: its GETs and SETs are timed alone.
+            let heavy = vec![b'h'; crate::db::LIGHT_BYTES + 1];
+            let values: [&[u8]; 11] = [
+                &heavy,
                 b"v",
                 b"12",
                 b"-3",
@@ -358,6 +468,8 @@ mod tests {
                 }
                 if step % 97 == 0 {
                     p.check_same();
+                    p.run(&[b"SLOWLOG", b"LEN"]);
+                    p.run(&[b"SLOWLOG", b"RESET"]);
                     for (f, s) in df.iter().zip(&ds) {
                         assert_eq!(
                             f.swap(false, Ordering::Relaxed),
@@ -371,12 +483,71 @@ mod tests {
             }
             p.check_same();
             assert!(p.taken > 2000, "the lane took {} commands", p.taken);
+            if seed == 4 {
+                assert_eq!(p.shared, 0);
+            } else {
+                assert!(p.shared > 500, "{} commands shared a reading", p.shared);
+            }
             for k in keys {
                 let a = p.run(&[b"DUMP", k]);
                 assert!(!a.is_empty());
                 p.run(&[b"PTTL", k]);
             }
         }
+    }
+
+    /// Light express commands of one kind in a row share one clock reading, counted when the
+    /// run ends; a heavy one, one of the other kind or any other command ends the run first.
+    #[test]
+    fn a_run_of_light_commands_is_counted_when_it_ends() {
+        let mut p = Pair::new(Proto::Resp2);
+        let stat = |db: &Db, name: &str| {
+            let snap = db.telemetry.snapshot(true);
+            snap.cmds.get(name).map_or((0, 0), |c| {
+                (c.calls, c.hist.as_ref().map_or(0, |h| h.len()))
+            })
+        };
+        let run = |p: &Pair| p.sf.lap.map_or(0, |l| l.run);
+        let heavy = vec![b'h'; crate::db::LIGHT_BYTES + 1];
+        p.run(&[b"SET", b"k", b"v1"]);
+        p.run(&[b"SET", b"k", b"v2"]);
+        p.run(&[b"SET", b"n", b"v3"]);
+        assert_eq!(run(&p), 3);
+        // Not counted yet: the run is open.
+        assert_eq!(stat(&p.fast, "set"), (0, 0));
+        // GETs end the SETs' run and start their own.
+        p.run(&[b"GET", b"k"]);
+        p.run(&[b"GET", b"nothing"]);
+        assert_eq!(stat(&p.fast, "set"), (3, 3));
+        assert_eq!(run(&p), 2);
+        // A value past the bound is timed alone, after the run is counted.
+        p.run(&[b"SET", b"big", &heavy]);
+        assert_eq!(run(&p), 0);
+        assert_eq!(stat(&p.fast, "get"), (2, 2));
+        assert_eq!(stat(&p.fast, "set"), (4, 4));
+        p.run(&[b"GET", b"big"]);
+        assert_eq!(run(&p), 0);
+        // A wrong type's error is timed alone too.
+        p.run(&[b"LPUSH", b"l", b"a"]);
+        p.run(&[b"GET", b"k"]);
+        assert_eq!(run(&p), 1);
+        p.run(&[b"GET", b"l"]);
+        assert_eq!(run(&p), 0);
+        // Any other command ends the run before it runs.
+        p.run(&[b"SET", b"k", b"v4"]);
+        p.run(&[b"SET", b"k", b"v5"]);
+        assert_eq!(run(&p), 2);
+        p.run(&[b"STRLEN", b"k"]);
+        assert_eq!(run(&p), 0);
+        assert_eq!(stat(&p.fast, "set"), (6, 6));
+        assert_eq!(stat(&p.fast, "get"), (5, 5));
+        p.check_same();
+        // With a slow-log threshold under the floor, every command is timed alone.
+        p.run(&[b"CONFIG", b"SET", b"slowlog-log-slower-than", b"999"]);
+        p.run(&[b"SET", b"k", b"v6"]);
+        p.run(&[b"SET", b"k", b"v7"]);
+        assert_eq!(run(&p), 0);
+        p.check_same();
     }
 
     #[test]

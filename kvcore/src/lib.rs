@@ -68,7 +68,7 @@ pub use clock::Clock;
 pub use commands::keys_api::ExpireFlags;
 pub use commands::server_api::ShardStats;
 pub use commands::strings_api::{SetCondition, SetOptions, SetOutcome};
-pub use db::{Db, HostInfo, ServerInfo, Session, Stats};
+pub use db::{Db, HostInfo, Lap, ServerInfo, Session, Stats};
 pub use error::{OpError, OpResult};
 pub use keyspace::{ReplicaView, Ttl};
 pub use resp::reply::Value as Reply;

@@ -195,6 +195,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Whether express commands may share clock readings (see [`crate::db::Lap`]): the slow
+    /// log and the latency monitor keep nothing shorter than
+    /// [`crate::db::SHARED_CLOCK_FLOOR_NS`].
+    #[inline(always)]
+    pub fn shares_clock(&self) -> bool {
+        self.notable >= crate::db::SHARED_CLOCK_FLOOR_NS
+    }
+
     /// Settings from the configuration's values (the fields of the same names).
     pub const fn new(
         slower_than: i64,
@@ -363,6 +371,30 @@ impl Telemetry {
             self.error_reply(reply);
         }
         notable
+    }
+
+    /// Counts a run of `calls` commands of `spec` that succeeded and took `nanos` together
+    /// (see [`crate::db::Lap`]): each goes in the latency histogram at the run's mean.
+    /// Whether the run was long enough that [`Telemetry::notable`] must see it.
+    pub fn count_run(
+        &mut self,
+        spec: &'static CommandSpec,
+        calls: u32,
+        nanos: u64,
+        set: &Settings,
+    ) -> bool {
+        let stat = self.stat(spec, &[]);
+        stat.calls += u64::from(calls);
+        stat.nanos += nanos;
+        if set.tracking && calls > 0 {
+            let counts = stat
+                .counts
+                .get_or_insert_with(|| vec![0; HIST_LEN].into_boxed_slice());
+            if let Some(n) = counts.get_mut(hist_index(nanos / u64::from(calls))) {
+                *n += u64::from(calls);
+            }
+        }
+        nanos >= set.notable
     }
 
     #[cold]

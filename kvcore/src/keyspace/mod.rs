@@ -55,6 +55,11 @@ pub const LOG_NEW: u8 = 2;
 /// Keys sampled per active-expire round (Redis's ACTIVE_EXPIRE_CYCLE_KEYS_PER_LOOP).
 pub const EXPIRE_SAMPLE: usize = 20;
 
+/// What [`Keyspace::get_unexpired`] found instead of an answer: the key is stored past its
+/// deadline, and left for [`Keyspace::get`] to free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expired;
+
 /// One logical database.
 pub struct Keyspace {
     main: Dict<Node>,
@@ -317,6 +322,29 @@ impl Keyspace {
         self.live(key, now).map(|n| &*n)
     }
 
+    /// [`Keyspace::get`] of a key that is absent or live: [`Expired`] when it is stored past
+    /// its deadline, with nothing done (a [`Keyspace::get`] then frees it), so a caller knows
+    /// the lookup freed nothing.
+    #[inline]
+    pub fn get_unexpired(&mut self, key: &[u8], now: u64) -> Result<Option<&KeyNode>, Expired> {
+        if self.replica_view != ReplicaView::Own {
+            return Err(Expired);
+        }
+        self.seen_now = now;
+        match self.main.get_or_evict(key, |_| false) {
+            Err(_) => Ok(None),
+            Ok(n) if n.expired(now) => Err(Expired),
+            Ok(n) => {
+                if !self.no_touch {
+                    let rng = &mut self.rng;
+                    let access = self.access.touched(n.access(), now, || xorshift(rng));
+                    n.set_access(access);
+                }
+                Ok(Some(n))
+            }
+        }
+    }
+
     /// The live node of `key` without recording an access (Redis's LOOKUP_NOTOUCH: TYPE,
     /// EXISTS, TTL, OBJECT).
     pub fn get_untouched(&mut self, key: &[u8], now: u64) -> Option<&KeyNode> {
@@ -412,12 +440,26 @@ impl Keyspace {
     /// replica's view. Anything else goes the general way.
     #[inline]
     pub fn set_plain(&mut self, key: &[u8], s: &[u8], now: u64) {
+        if !self.set_plain_light(key, s, now) {
+            self.set_plain_put(key, s, now);
+        }
+    }
+
+    /// [`Keyspace::set_plain`] where it changes nothing but the key's own node: an absent key
+    /// gets a new one, a string without a deadline whose node holds `s` is overwritten in
+    /// place. Whether it did (otherwise nothing changed: [`Keyspace::set_plain_put`] does
+    /// the rest, which may free an old value of any size).
+    #[inline]
+    pub fn set_plain_light(&mut self, key: &[u8], s: &[u8], now: u64) -> bool {
         if self.replica_view == ReplicaView::Own
             && self.snap.is_none()
             && crate::num::canonical_int(s).is_none()
         {
             match self.main.get_or_evict(key, |_| false) {
-                Err(_) => return self.set_plain_new(key, s, now),
+                Err(_) => {
+                    self.set_plain_new(key, s, now);
+                    return true;
+                }
                 Ok(n) => {
                     if n.deadline() == 0 {
                         if let Some(b) = n.embedded_mut(s.len()) {
@@ -429,13 +471,13 @@ impl Keyspace {
                             }
                             self.seen_now = now;
                             self.main.rehash_step(REHASH_MOVES);
-                            return;
+                            return true;
                         }
                     }
                 }
             }
         }
-        self.set_plain_put(key, s, now);
+        false
     }
 
     /// [`Keyspace::set_plain`] of an absent key (out of line: the overwrite in place is the
@@ -448,7 +490,7 @@ impl Keyspace {
 
     /// [`Keyspace::set_plain`] the general way.
     #[inline(never)]
-    fn set_plain_put(&mut self, key: &[u8], s: &[u8], now: u64) {
+    pub fn set_plain_put(&mut self, key: &[u8], s: &[u8], now: u64) {
         self.put(key, NewValue::Bytes(s), Ttl::Clear, now);
     }
 

@@ -863,9 +863,8 @@ impl<'a> Conn<'a> {
         let mut pos = *start;
         let mut close = false;
         let mut commands = 0;
-        // When the last command run here ended, while nothing was awaited since (see
-        // `Session::lap`): the next command's start.
-        let mut lap = None;
+        // (The session's lap, `Session::lap`, holds when the last command run here ended
+        // while nothing was awaited since: it is ended wherever the batch waits or stops.)
         let mut plain = self.plain();
         // Where the last look ahead met a command it does not take (an inline one, the
         // incomplete one at the end of the read): not looked at again there.
@@ -902,6 +901,7 @@ impl<'a> Conn<'a> {
                             break 'batch;
                         }
                         Err(e) => {
+                            self.end_lap();
                             self.resolve().await;
                             self.out.extend_from_slice(b"-ERR ");
                             self.out.extend_from_slice(e.to_string().as_bytes());
@@ -923,25 +923,23 @@ impl<'a> Conn<'a> {
                     }
                     commands += 1;
                     if plain {
-                        self.session.lap = lap.take();
                         self.session.lapping = true;
                         let ran = self.run_plain(args, express);
                         self.session.lapping = false;
-                        lap = self.session.lap.take();
                         if ran {
                             if self.session.close_after_reply {
                                 close = true;
                                 break 'batch;
                             }
                             if self.out.len() >= FLUSH_AT {
-                                lap = None;
+                                self.end_lap();
                                 self.write_out(stream).await?;
                             }
                             continue;
                         }
                     }
                     if self.pause_end.load(Ordering::Relaxed) != 0 {
-                        lap = None;
+                        self.end_lap();
                         self.wait_out_pause(stream, args).await?;
                     }
                     // CLIENT REPLY OFF or SKIP: this command's reply may be dropped.
@@ -951,18 +949,18 @@ impl<'a> Conn<'a> {
                         if std::mem::take(&mut self.session.reply_skip) {
                             self.session.reply_skip_now = true;
                         }
-                        lap = None;
+                        self.end_lap();
                         self.resolve().await;
                         Some(self.out.len())
                     } else {
                         None
                     };
                     let in_tx = self.multi.is_some();
-                    self.session.lap = lap.take();
+                    // (The general path may time a command itself, not with the lap.)
+                    self.settle_lap();
                     self.session.lapping = true;
                     let now = self.try_now(args);
                     self.session.lapping = false;
-                    lap = self.session.lap.take();
                     // No value of a type with a payload lives across the `await` below (it
                     // would be kept in this future's state: perf showed a store-forwarding
                     // stall there on every command); the outcome is one flag.
@@ -970,7 +968,7 @@ impl<'a> Conn<'a> {
                         Some(Ran::Go) => false,
                         Some(Ran::Close) => true,
                         None => {
-                            lap = None;
+                            self.end_lap();
                             let room = self.query_limit.saturating_sub(*end - pos);
                             match Box::pin(self.command(stream, args, room)).await? {
                                 Step::Go => false,
@@ -990,7 +988,7 @@ impl<'a> Conn<'a> {
                         }
                     }
                     if let Some(mark) = quiet {
-                        lap = None;
+                        self.end_lap();
                         self.resolve().await;
                         // As Redis decides when the reply is added: after the command changed
                         // the flags (CLIENT REPLY ON's own +OK is sent).
@@ -1006,7 +1004,7 @@ impl<'a> Conn<'a> {
                     if self.out.len() + self.pend.local.len() >= FLUSH_AT
                         || self.pend.segs.len() >= REMOTE_AT
                     {
-                        lap = None;
+                        self.end_lap();
                         self.resolve().await;
                         self.write_out(stream).await?;
                     }
@@ -1028,9 +1026,35 @@ impl<'a> Conn<'a> {
                 *end = grown;
             }
         }
+        self.end_lap();
         self.resolve().await;
         *start = pos;
         Ok((!close).then_some(commands))
+    }
+
+    /// Ends the batch's lap where it waits or stops (see `Session::lap`): a run of express
+    /// commands in it is counted.
+    #[inline]
+    fn end_lap(&mut self) {
+        if self.session.lap.is_some() {
+            let id = self.session.id;
+            self.shard
+                .db
+                .borrow_mut()
+                .end_lap(&mut self.session.lap, id);
+        }
+    }
+
+    /// Counts a run of express commands in the batch's lap, which goes on from now.
+    #[inline]
+    fn settle_lap(&mut self) {
+        if self.session.lap.is_some() {
+            let id = self.session.id;
+            self.shard
+                .db
+                .borrow_mut()
+                .settle_lap(&mut self.session.lap, id);
+        }
     }
 
     /// Whether this client's next commands may take [`Conn::run_plain`]: no transaction,

@@ -72,6 +72,74 @@ fn commands_are_counted_once_whatever_their_route() {
     }
 }
 
+/// A pipeline of GETs and SETs shares clock readings between its commands (`kvcore::Lap`):
+/// every command is still counted, in INFO commandstats and in its latency histogram, by any
+/// command after it in the same pipeline or later; with the slow log catching everything,
+/// each one is logged with its arguments.
+#[test]
+fn pipelined_gets_and_sets_are_each_counted() {
+    use std::io::Write;
+    let server = Server::start(&["--threads", "1"]);
+    let mut s = server.raw();
+    let mut batch = Vec::new();
+    for i in 0..10 {
+        batch.extend(cmd(&format!("SET k{i} v{i}")));
+    }
+    for i in 0..5 {
+        batch.extend(cmd(&format!("GET k{i}")));
+    }
+    batch.extend(cmd("INFO commandstats"));
+    for i in 0..3 {
+        batch.extend(cmd(&format!("SET k{i} w{i}")));
+    }
+    s.write_all(&batch).unwrap();
+    let replies = read_replies(&mut s, 19);
+    let text = String::from_utf8_lossy(&replies[15]).into_owned();
+    let calls = |text: &str, name: &str| -> u64 {
+        let fields = stat(text, &format!("cmdstat_{name}"));
+        let calls = fields.split(',').next().unwrap();
+        calls.strip_prefix("calls=").unwrap().parse().unwrap()
+    };
+    assert_eq!(
+        (calls(&text, "set"), calls(&text, "get")),
+        (10, 5),
+        "{text}"
+    );
+    let text = info(&mut s, "commandstats");
+    assert_eq!(calls(&text, "set"), 13, "{text}");
+    let usec: u64 = stat(&text, "cmdstat_set")
+        .split(',')
+        .nth(1)
+        .unwrap()
+        .strip_prefix("usec=")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(usec < 13_000, "{text}");
+    let h = call(&mut s, "LATENCY HISTOGRAM set get");
+    assert!(
+        h.contains("$3\r\nset\r\n*4\r\n$5\r\ncalls\r\n:13\r\n"),
+        "{h}"
+    );
+    assert!(
+        h.contains("$3\r\nget\r\n*4\r\n$5\r\ncalls\r\n:5\r\n"),
+        "{h}"
+    );
+    // Everything in the slow log: each SET of a pipeline is there with its arguments.
+    call(&mut s, "CONFIG SET slowlog-log-slower-than 0");
+    call(&mut s, "SLOWLOG RESET");
+    let batch: Vec<u8> = (0..6).flat_map(|i| cmd(&format!("SET p{i} v"))).collect();
+    s.write_all(&batch).unwrap();
+    read_replies(&mut s, 6);
+    let got = call(&mut s, "SLOWLOG GET -1");
+    for i in 0..6 {
+        assert!(
+            got.contains(&format!("$3\r\nSET\r\n$2\r\np{i}\r\n$1\r\nv\r\n")),
+            "{got}"
+        );
+    }
+}
+
 #[test]
 fn slowlog_over_all_shards() {
     for n in SHARDS {
