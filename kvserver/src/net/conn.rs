@@ -1036,24 +1036,21 @@ impl<'a> Conn<'a> {
     /// commands in it is counted.
     #[inline]
     fn end_lap(&mut self) {
-        if self.session.lap.is_some() {
-            let id = self.session.id;
-            self.shard
-                .db
-                .borrow_mut()
-                .end_lap(&mut self.session.lap, id);
-        }
+        self.lap_with(kvcore::Db::end_lap);
     }
 
     /// Counts a run of express commands in the batch's lap, which goes on from now.
     #[inline]
     fn settle_lap(&mut self) {
+        self.lap_with(kvcore::Db::settle_lap);
+    }
+
+    /// `f` of the store, the session's lap and its client id, when there is a lap.
+    #[inline(always)]
+    fn lap_with(&mut self, f: fn(&mut kvcore::Db, &mut Option<kvcore::Lap>, u64)) {
         if self.session.lap.is_some() {
             let id = self.session.id;
-            self.shard
-                .db
-                .borrow_mut()
-                .settle_lap(&mut self.session.lap, id);
+            f(&mut self.shard.db.borrow_mut(), &mut self.session.lap, id);
         }
     }
 
