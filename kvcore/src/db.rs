@@ -813,8 +813,7 @@ impl Db {
     }
 
     /// Counts the run of express commands `lap` holds (see [`Lap`]), ending now; the
-    /// reading it ended at.
-    #[cold]
+    /// reading it ended at. (Out of line: once per batch, not per command.)
     #[inline(never)]
     fn count_lap_run(&mut self, lap: Lap, client: u64) -> u64 {
         let end = crate::clock::ticks();
