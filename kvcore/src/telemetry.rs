@@ -51,6 +51,23 @@ pub struct CmdStat {
 }
 
 impl CmdStat {
+    /// Counts `calls` runs that took `nanos` together, each in the latency histogram at their
+    /// mean; whether that time is long enough for [`Telemetry::notable`].
+    #[inline(always)]
+    fn ran(&mut self, calls: u64, nanos: u64, set: &Settings) -> bool {
+        self.calls += calls;
+        self.nanos += nanos;
+        if set.tracking && calls > 0 {
+            let counts = self
+                .counts
+                .get_or_insert_with(|| vec![0; HIST_LEN].into_boxed_slice());
+            if let Some(n) = counts.get_mut(hist_index(nanos / calls)) {
+                *n += calls;
+            }
+        }
+        nanos >= set.notable
+    }
+
     fn new(name: &'static str) -> CmdStat {
         CmdStat {
             name,
@@ -351,20 +368,10 @@ impl Telemetry {
                 false
             }
             Outcome::Ran(failed) => {
-                stat.calls += 1;
-                stat.nanos += nanos;
                 if failed {
                     stat.failed += 1;
                 }
-                if set.tracking {
-                    let counts = stat
-                        .counts
-                        .get_or_insert_with(|| vec![0; HIST_LEN].into_boxed_slice());
-                    if let Some(n) = counts.get_mut(hist_index(nanos)) {
-                        *n += 1;
-                    }
-                }
-                nanos >= set.notable
+                stat.ran(1, nanos, set)
             }
         };
         if reply.first() == Some(&b'-') {
@@ -383,18 +390,7 @@ impl Telemetry {
         nanos: u64,
         set: &Settings,
     ) -> bool {
-        let stat = self.stat(spec, &[]);
-        stat.calls += u64::from(calls);
-        stat.nanos += nanos;
-        if set.tracking && calls > 0 {
-            let counts = stat
-                .counts
-                .get_or_insert_with(|| vec![0; HIST_LEN].into_boxed_slice());
-            if let Some(n) = counts.get_mut(hist_index(nanos / u64::from(calls))) {
-                *n += u64::from(calls);
-            }
-        }
-        nanos >= set.notable
+        self.stat(spec, &[]).ran(u64::from(calls), nanos, set)
     }
 
     #[cold]

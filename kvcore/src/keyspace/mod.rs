@@ -118,6 +118,14 @@ fn xorshift(rng: &mut u64) -> u64 {
     *rng
 }
 
+/// Records an access to `n` at `now` in its access field (the LRU clock, or the LFU counter
+/// drawn with `rng`).
+#[inline(always)]
+fn record_access(mode: AccessMode, rng: &mut u64, n: &mut KeyNode, now: u64) {
+    let access = mode.touched(n.access(), now, || xorshift(rng));
+    n.set_access(access);
+}
+
 impl Keyspace {
     /// An empty database.
     pub fn new() -> Self {
@@ -272,9 +280,7 @@ impl Keyspace {
                     }
                 }
                 if touch {
-                    let rng = &mut self.rng;
-                    let access = self.access.touched(n.access(), now, || xorshift(rng));
-                    n.set_access(access);
+                    record_access(self.access, &mut self.rng, n, now);
                 }
                 Some(n)
             }
@@ -336,9 +342,7 @@ impl Keyspace {
             Ok(n) if n.expired(now) => Err(Expired),
             Ok(n) => {
                 if !self.no_touch {
-                    let rng = &mut self.rng;
-                    let access = self.access.touched(n.access(), now, || xorshift(rng));
-                    n.set_access(access);
+                    record_access(self.access, &mut self.rng, n, now);
                 }
                 Ok(Some(n))
             }
@@ -465,9 +469,7 @@ impl Keyspace {
                         if let Some(b) = n.embedded_mut(s.len()) {
                             b.copy_from_slice(s);
                             if !self.no_touch {
-                                let rng = &mut self.rng;
-                                let access = self.access.touched(n.access(), now, || xorshift(rng));
-                                n.set_access(access);
+                                record_access(self.access, &mut self.rng, n, now);
                             }
                             self.seen_now = now;
                             self.main.rehash_step(REHASH_MOVES);
