@@ -120,7 +120,8 @@ impl Db {
     /// Runs `x` (with `args`, as [`Express::of`] read them) for a session the store
     /// [`admits`](Db::admits), as [`Db::run_admitted`] would run it; its row of the table
     /// (for the host's own steps after a command), or `None` when this store is in a state
-    /// the lane leaves to the general path (nothing was done then).
+    /// the lane leaves to the general path (nothing was done then: see
+    /// [`Db::express_open`]).
     #[inline]
     pub fn express(
         &mut self,
@@ -129,9 +130,32 @@ impl Db {
         args: &[&[u8]],
         out: &mut Vec<u8>,
     ) -> Option<&'static CommandSpec> {
-        if self.monitoring || self.replica || session.internal {
+        if !self.express_open(session) {
             return None;
         }
+        Some(self.express_admitted(session, x, args, out))
+    }
+
+    /// Whether [`Db::express`] takes `session`'s commands now: not while a client MONITORs
+    /// (the general path feeds it), on a replica, nor for the host's internal sessions.
+    /// Only a command of the general path (or of another client) changes this, so a host
+    /// may ask once for a run of express commands.
+    #[inline]
+    pub fn express_open(&self, session: &Session) -> bool {
+        !(self.monitoring || self.replica || session.internal)
+    }
+
+    /// [`Db::express`] for a caller that has found [`Db::admits`] and [`Db::express_open`]
+    /// true since the last command of the general path.
+    #[inline]
+    pub fn express_admitted(
+        &mut self,
+        session: &mut Session,
+        x: Express,
+        args: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) -> &'static CommandSpec {
+        debug_assert!(self.express_open(session) && self.admits(session));
         let spec = self.express_specs[x as usize];
         self.debug_check_admitted(session, spec, args.len());
         // Timed alone (`Some`: from when), or in the lap's run while its work stays light
@@ -226,7 +250,7 @@ impl Db {
             }
         }
         self.pull_keyspace_logs();
-        Some(spec)
+        spec
     }
 }
 

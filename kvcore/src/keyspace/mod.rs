@@ -122,7 +122,11 @@ fn xorshift(rng: &mut u64) -> u64 {
 /// drawn with `rng`).
 #[inline(always)]
 fn record_access(mode: AccessMode, rng: &mut u64, n: &mut KeyNode, now: u64) {
-    let access = mode.touched(n.access(), now, || xorshift(rng));
+    // LRU (every policy but the LFU ones) inline: a clock reading, no call.
+    let access = match mode {
+        AccessMode::Lru => crate::evict::lru_clock(now),
+        _ => mode.touched(n.access(), now, || xorshift(rng)),
+    };
     n.set_access(access);
 }
 
@@ -465,16 +469,14 @@ impl Keyspace {
                     return true;
                 }
                 Ok(n) => {
-                    if n.deadline() == 0 {
-                        if let Some(b) = n.embedded_mut(s.len()) {
-                            b.copy_from_slice(s);
-                            if !self.no_touch {
-                                record_access(self.access, &mut self.rng, n, now);
-                            }
-                            self.seen_now = now;
-                            self.main.rehash_step(REHASH_MOVES);
-                            return true;
+                    if let Some(b) = n.plain_bytes_mut(s.len()) {
+                        b.copy_from_slice(s);
+                        if !self.no_touch {
+                            record_access(self.access, &mut self.rng, n, now);
                         }
+                        self.seen_now = now;
+                        self.main.rehash_step(REHASH_MOVES);
+                        return true;
                     }
                 }
             }

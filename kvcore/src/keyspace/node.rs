@@ -307,6 +307,19 @@ impl<T> Packed<T> {
         self.tail.get_mut(k..k + n)
     }
 
+    /// [`Packed::embedded_mut`] of a node without a deadline slot, from one read of `meta`:
+    /// the common SET overwrite. `None` also for a node with a slot (whose deadline may be 0:
+    /// the longer way decides that).
+    #[inline]
+    pub(crate) fn plain_bytes_mut(&mut self, len: usize) -> Option<&mut [u8]> {
+        let meta = self.meta;
+        if meta & (EMB_BIT | INT_BIT | SLOT_BIT) != EMB_BIT || emb_len(meta) != len {
+            return None;
+        }
+        let k = (meta >> LEN_SHIFT) & EMB_KEY_MAX;
+        self.tail.get_mut(k..k + len)
+    }
+
     /// Whether the node is in the embedded form holding an integer.
     #[inline]
     fn is_int(&self) -> bool {
@@ -1101,6 +1114,12 @@ mod tests {
                     if embedded {
                         assert_eq!(n.mem_bytes(), block(linked(klen + slen, at)));
                     }
+                    // The one-read form agrees where it answers: nodes without a slot.
+                    assert_eq!(
+                        n.plain_bytes_mut(slen).map(|b| b.to_vec()),
+                        n.embedded_mut(slen).filter(|_| at == 0).map(|b| b.to_vec())
+                    );
+                    assert!(n.plain_bytes_mut(slen + 1).is_none());
                     // Overwrite in place when the length matches.
                     let ok = n.embedded_mut(slen).map(|b| b.fill(b'z')).is_some();
                     assert_eq!(ok, embedded);
@@ -1153,6 +1172,7 @@ mod tests {
             assert_eq!(n.mem_bytes(), 36 + slot);
             // Stored in place; never through the string bytes.
             assert!(n.embedded_mut(8).is_none());
+            assert!(n.plain_bytes_mut(8).is_none() && n.plain_bytes_mut(text.len()).is_none());
             assert!(n.set_int(7));
             assert_eq!(n.value(), Stored::Int(7));
             let u = h.unembedded(&mut s);

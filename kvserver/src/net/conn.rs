@@ -380,6 +380,23 @@ enum CmdArgs<'a> {
     Run { first: u32, n: u32 },
 }
 
+/// What [`Conn::run_plain`] knows of the express lane within a window: asked at its first
+/// express command ([`Conn::express_lane`]), then known while the window runs express
+/// commands. Only a command of another kind, or another task while this one waits, can change
+/// the answer, so it is forgotten after either. (A user's rules changed on another thread meet
+/// the client's next window: Redis too runs a client's whole read batch before the next
+/// client's command.)
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// Not asked since the last such change.
+    Unknown,
+    /// Express commands take the general path.
+    Shut,
+    /// Express commands run at once; `waiters`: some client of the shard waits on a key (a
+    /// write may wake it).
+    Open { waiters: bool },
+}
+
 impl<'a> Window<'a> {
     const COMMANDS: usize = 16;
     const ARGS: usize = 48;
@@ -914,6 +931,7 @@ impl<'a> Conn<'a> {
                 } else {
                     window.prefetch(&self.shard.db.borrow(), self.session.db);
                 }
+                let mut lane = Lane::Unknown;
                 for cmd in &window.cmds {
                     let (args, express) = window.args_of(cmd);
                     let at = pos;
@@ -924,7 +942,7 @@ impl<'a> Conn<'a> {
                     commands += 1;
                     if plain {
                         self.session.lapping = true;
-                        let ran = self.run_plain(args, express);
+                        let ran = self.run_plain(args, express, &mut lane);
                         self.session.lapping = false;
                         if ran {
                             if self.session.close_after_reply {
@@ -934,10 +952,12 @@ impl<'a> Conn<'a> {
                             if self.out.len() >= FLUSH_AT {
                                 self.end_lap();
                                 self.write_out(stream).await?;
+                                lane = Lane::Unknown;
                             }
                             continue;
                         }
                     }
+                    lane = Lane::Unknown;
                     if self.pause_end.load(Ordering::Relaxed) != 0 {
                         self.end_lap();
                         self.wait_out_pause(stream, args).await?;
@@ -1054,6 +1074,23 @@ impl<'a> Conn<'a> {
         }
     }
 
+    /// Whether the express lane takes this client's express commands now ([`Lane`]): no
+    /// lock held on the shard, and the store admits the client ([`kvcore::Db::admits`]) and
+    /// runs express commands ([`kvcore::Db::express_open`]).
+    fn express_lane(&self) -> Lane {
+        let shard = self.shard;
+        if !shard.locks.borrow().is_idle() {
+            return Lane::Shut;
+        }
+        let db = shard.db.borrow();
+        if !(db.admits(self.session) && db.express_open(self.session)) {
+            return Lane::Shut;
+        }
+        Lane::Open {
+            waiters: shard.has_waiters(),
+        }
+    }
+
     /// Whether this client's next commands may take [`Conn::run_plain`]: no transaction,
     /// subscription, master link, reply of another shard on its way, CLIENT REPLY mode or
     /// CLIENT PAUSE. Looked at once per batch and after each command that took the general
@@ -1075,21 +1112,27 @@ impl<'a> Conn<'a> {
     /// `Shard::execute`, `Db::dispatch_spec`) would, without asking what cannot apply.
     /// `false`: nothing was done; take the general path.
     #[inline]
-    fn run_plain(&mut self, args: &[&[u8]], express: Option<Express>) -> bool {
+    fn run_plain(&mut self, args: &[&[u8]], express: Option<Express>, lane: &mut Lane) -> bool {
         if let Some(x) = express.or_else(|| Express::of(args)) {
             let shard = self.shard;
             let home = shard.n == 1 || route::shard_of(args[1], shard.n) == shard.id;
-            if home && shard.locks.borrow().is_idle() {
-                let ran = {
-                    let mut db = shard.db.borrow_mut();
-                    if db.admits(self.session) {
-                        db.express(self.session, x, args, &mut self.out)
-                    } else {
-                        None
+            if home {
+                if *lane == Lane::Unknown {
+                    *lane = self.express_lane();
+                }
+                if let Lane::Open { waiters } = *lane {
+                    let (spec, events) = {
+                        let mut db = shard.db.borrow_mut();
+                        let spec = db.express_admitted(self.session, x, args, &mut self.out);
+                        (spec, db.has_events())
+                    };
+                    // As `Shard::after_command`, without asking again what the lane knows.
+                    if waiters {
+                        shard.wake_written(spec, args);
                     }
-                };
-                if let Some(spec) = ran {
-                    shard.after_command(spec, args);
+                    if events {
+                        shard.after_writes();
+                    }
                     self.hops = 0;
                     return true;
                 }
@@ -1101,6 +1144,8 @@ impl<'a> Conn<'a> {
         if !LANE.get(usize::from(spec.id)).copied().unwrap_or(false) || !spec.arity_ok(args.len()) {
             return false;
         }
+        // Whatever runs now is asked about again by the next express command.
+        *lane = Lane::Unknown;
         let shard = self.shard;
         // As `classify`: one shard owns every key; with more, the command has none or all
         // are this shard's.

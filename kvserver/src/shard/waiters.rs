@@ -209,11 +209,17 @@ impl Shard {
         }
     }
 
+    /// Whether some client waits on a key of this shard.
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        !self.waiters.borrow().is_empty()
+    }
+
     /// Serves the clients blocked on the keys of a write command that just ran here. Costs one
     /// check when no client is blocked on this shard.
     #[inline(always)]
     pub fn wake_written(&self, spec: &commands::CommandSpec, args: &[&[u8]]) {
-        if !self.waiters.borrow().is_empty() {
+        if self.has_waiters() {
             self.wake_written_now(spec, args);
         }
     }

@@ -536,3 +536,51 @@ fn hostile_rules_answer_errors() {
     assert_eq!(call(&mut c, &format!("ACL DELUSER {long}")), ":1\r\n");
     assert_eq!(call(&mut c, "PING"), "+PONG\r\n");
 }
+
+/// A rule change inside a pipeline applies to the pipeline's next command, express ones too
+/// (GET and SET ask the store whether it admits the client once for a run of them: a command
+/// of another kind ends the run).
+#[test]
+fn a_rule_change_applies_to_the_next_command_of_a_pipeline() {
+    for n in SHARDS {
+        let server = Server::start(&["--threads", &n.to_string()]);
+        let mut s = server.raw();
+        // A first command alone: the client's user is then known to pass every check, so the
+        // pipeline's first SET takes the express lane.
+        ok(&mut s, "SET k0 x");
+        let cmds: [&[&str]; 9] = [
+            &["SET", "k1", "a"],
+            &["GET", "k1"],
+            &["ACL", "SETUSER", "default", "-set"],
+            &["SET", "k2", "b"],
+            &["GET", "k1"],
+            &["SET", "k2", "b"],
+            &["ACL", "SETUSER", "default", "+set"],
+            &["SET", "k2", "c"],
+            &["GET", "k2"],
+        ];
+        let mut wire = Vec::new();
+        for c in cmds {
+            let a: Vec<&[u8]> = c.iter().map(|x| x.as_bytes()).collect();
+            wire.extend_from_slice(&encode(&a));
+        }
+        s.write_all(&wire).unwrap();
+        let got: Vec<String> = read_replies(&mut s, cmds.len())
+            .iter()
+            .map(|r| String::from_utf8_lossy(r).into_owned())
+            .collect();
+        let denied = no_cmd("default", "set");
+        let want = [
+            "+OK\r\n",
+            "$1\r\na\r\n",
+            "+OK\r\n",
+            &denied,
+            "$1\r\na\r\n",
+            &denied,
+            "+OK\r\n",
+            "+OK\r\n",
+            "$1\r\nc\r\n",
+        ];
+        assert_eq!(got, want, "{n} shards");
+    }
+}
