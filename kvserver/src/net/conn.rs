@@ -393,8 +393,8 @@ enum Lane {
     /// Express commands take the general path.
     Shut,
     /// Express commands run at once; `waiters`: some client of the shard waits on a key (a
-    /// write may wake it).
-    Open { waiters: bool },
+    /// write may wake it); `alone`: the only shard (every key is its own).
+    Open { waiters: bool, alone: bool },
 }
 
 impl<'a> Window<'a> {
@@ -1088,6 +1088,7 @@ impl<'a> Conn<'a> {
         }
         Lane::Open {
             waiters: shard.has_waiters(),
+            alone: shard.n == 1,
         }
     }
 
@@ -1114,13 +1115,12 @@ impl<'a> Conn<'a> {
     #[inline]
     fn run_plain(&mut self, args: &[&[u8]], express: Option<Express>, lane: &mut Lane) -> bool {
         if let Some(x) = express.or_else(|| Express::of(args)) {
+            if *lane == Lane::Unknown {
+                *lane = self.express_lane();
+            }
             let shard = self.shard;
-            let home = shard.n == 1 || route::shard_of(args[1], shard.n) == shard.id;
-            if home {
-                if *lane == Lane::Unknown {
-                    *lane = self.express_lane();
-                }
-                if let Lane::Open { waiters } = *lane {
+            if let Lane::Open { waiters, alone } = *lane {
+                if alone || route::shard_of(args[1], shard.n) == shard.id {
                     let (spec, events) = {
                         let mut db = shard.db.borrow_mut();
                         let spec = db.express_admitted(self.session, x, args, &mut self.out);
