@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use crate::differential::Rng;
-use crate::support::{call, closed, encode, key_on, read_replies, Server};
+use crate::support::{call, closed, cmd, encode, key_on, read_replies, Server};
 
 const SHARDS: [usize; 2] = [1, 3];
 
@@ -548,22 +548,18 @@ fn a_rule_change_applies_to_the_next_command_of_a_pipeline() {
         // A first command alone: the client's user is then known to pass every check, so the
         // pipeline's first SET takes the express lane.
         ok(&mut s, "SET k0 x");
-        let cmds: [&[&str]; 9] = [
-            &["SET", "k1", "a"],
-            &["GET", "k1"],
-            &["ACL", "SETUSER", "default", "-set"],
-            &["SET", "k2", "b"],
-            &["GET", "k1"],
-            &["SET", "k2", "b"],
-            &["ACL", "SETUSER", "default", "+set"],
-            &["SET", "k2", "c"],
-            &["GET", "k2"],
+        let cmds = [
+            "SET k1 a",
+            "GET k1",
+            "ACL SETUSER default -set",
+            "SET k2 b",
+            "GET k1",
+            "SET k2 b",
+            "ACL SETUSER default +set",
+            "SET k2 c",
+            "GET k2",
         ];
-        let mut wire = Vec::new();
-        for c in cmds {
-            let a: Vec<&[u8]> = c.iter().map(|x| x.as_bytes()).collect();
-            wire.extend_from_slice(&encode(&a));
-        }
+        let wire: Vec<u8> = cmds.iter().flat_map(|c| cmd(c)).collect();
         s.write_all(&wire).unwrap();
         let got: Vec<String> = read_replies(&mut s, cmds.len())
             .iter()
