@@ -1129,6 +1129,9 @@ impl<'a> Conn<'a> {
                     // As `Shard::after_command`, without asking again what the lane knows.
                     if waiters {
                         shard.wake_written(spec, args);
+                        // A served waiter's own command may have changed what the lane
+                        // knows (a move to another shard holds locks): asked again.
+                        *lane = Lane::Unknown;
                     }
                     if events {
                         shard.after_writes();
