@@ -932,7 +932,9 @@ impl<'a> Conn<'a> {
                     window.prefetch(&self.shard.db.borrow(), self.session.db);
                 }
                 let mut lane = Lane::Unknown;
-                for cmd in &window.cmds {
+                let mut next = 0;
+                while let Some(cmd) = window.cmds.get(next) {
+                    next += 1;
                     let (args, express) = window.args_of(cmd);
                     let at = pos;
                     pos = cmd.end;
@@ -940,6 +942,21 @@ impl<'a> Conn<'a> {
                         continue;
                     }
                     commands += 1;
+                    if plain && express.is_some() {
+                        // The run of express commands from this one on, in one call.
+                        let (ran, end) = self.run_express(&window.cmds[next - 1..], &mut lane);
+                        if ran > 0 {
+                            next += ran - 1;
+                            commands += ran - 1;
+                            pos = end;
+                            if self.out.len() >= FLUSH_AT {
+                                self.end_lap();
+                                self.write_out(stream).await?;
+                                lane = Lane::Unknown;
+                            }
+                            continue;
+                        }
+                    }
                     if plain {
                         self.session.lapping = true;
                         let ran = self.run_plain(args, express, &mut lane);
@@ -1090,6 +1107,50 @@ impl<'a> Conn<'a> {
             waiters: shard.has_waiters(),
             alone: shard.n == 1,
         }
+    }
+
+    /// Runs the express commands at the head of `cmds` whose keys are this shard's, as
+    /// [`Conn::run_plain`] runs each, when the lane is open and no client waits on a key
+    /// (a write may wake one): how many ran, stopping once the replies reach
+    /// [`FLUSH_AT`], and where the last of them ends. `0`: none; the first takes
+    /// [`Conn::run_plain`].
+    #[inline]
+    fn run_express(&mut self, cmds: &[Cmd<'_>], lane: &mut Lane) -> (usize, usize) {
+        if *lane == Lane::Unknown {
+            *lane = self.express_lane();
+        }
+        let Lane::Open {
+            waiters: false,
+            alone,
+        } = *lane
+        else {
+            return (0, 0);
+        };
+        let shard = self.shard;
+        // (`express_run` runs each command it takes from `run`: `end` is the last one's.)
+        let mut end = 0;
+        let run = cmds.iter().map_while(|cmd| match &cmd.args {
+            CmdArgs::Express(x, args) if alone || route::shard_of(args[1], shard.n) == shard.id => {
+                end = cmd.end;
+                Some((*x, &args[..x.arity()]))
+            }
+            _ => None,
+        });
+        self.session.lapping = true;
+        let (ran, events) = {
+            let mut db = shard.db.borrow_mut();
+            let ran = db.express_run(self.session, run, &mut self.out, FLUSH_AT);
+            (ran, ran > 0 && db.has_events())
+        };
+        self.session.lapping = false;
+        // As `Shard::after_command` after each, without asking again what the lane knows.
+        if events {
+            shard.after_writes();
+        }
+        if ran > 0 {
+            self.hops = 0;
+        }
+        (ran, end)
     }
 
     /// Whether this client's next commands may take [`Conn::run_plain`]: no transaction,

@@ -353,3 +353,62 @@ fn swapdb_swaps_every_shard_and_wakes_blocked_clients() {
         assert_eq!(call(&mut raw, "SWAPDB 3 3"), "+OK\r\n");
     }
 }
+
+/// Pipelined GETs and SETs, whose replies pass the output buffer's flush mark partway
+/// through a window (100 KiB values, 256 KiB mark) and whose keys alternate between shards,
+/// are each answered once, in order: the express run stops at the mark and at a key of
+/// another shard, and the window goes on from the next command.
+#[test]
+fn express_runs_stop_at_the_flush_mark_and_at_other_shards() {
+    for threads in [1usize, 3] {
+        let server = Server::start(&["--threads", &threads.to_string()]);
+        let mut s = server.raw();
+        let big: Vec<String> = (0..3)
+            .map(|i| {
+                char::from(b'a' + i)
+                    .to_string()
+                    .repeat(100 * 1024 + i as usize)
+            })
+            .collect();
+        let keys: Vec<String> = (0..3)
+            .map(|i| crate::support::key_on("big", i, 3, 0))
+            .collect();
+        let mut req = Vec::new();
+        let mut want: Vec<Vec<u8>> = Vec::new();
+        for (k, v) in keys.iter().zip(&big) {
+            req.extend(crate::support::encode(&[
+                b"SET",
+                k.as_bytes(),
+                v.as_bytes(),
+            ]));
+            want.push(b"+OK\r\n".to_vec());
+        }
+        for round in 0..40usize {
+            let i = round % 3;
+            let k = &keys[if round % 5 == 4 { (i + 1) % 3 } else { i }];
+            let v = &big[keys.iter().position(|x| x == k).unwrap()];
+            req.extend(cmd(&format!("GET {k}")));
+            want.push(format!("${}\r\n{v}\r\n", v.len()).into_bytes());
+            req.extend(cmd(&format!("SET small:{round} {round}")));
+            want.push(b"+OK\r\n".to_vec());
+            if round % 7 == 0 {
+                req.extend(cmd(&format!("GET small:{round}")));
+                want.push(format!("${}\r\n{round}\r\n", round.to_string().len()).into_bytes());
+            }
+        }
+        s.write_all(&req).unwrap();
+        let got = read_replies(&mut s, want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g == w,
+                "reply {i} with {threads} shards: {} bytes, want {}",
+                g.len(),
+                w.len()
+            );
+        }
+        assert_eq!(call(&mut s, "DBSIZE"), ":43\r\n");
+        let stats = call(&mut s, "INFO commandstats");
+        assert!(stats.contains("cmdstat_get:calls=46,"), "{stats}");
+        assert!(stats.contains("cmdstat_set:calls=43,"), "{stats}");
+    }
+}

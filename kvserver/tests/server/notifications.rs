@@ -115,3 +115,44 @@ fn a_resp3_client_hears_its_own_events_before_the_reply() {
     );
     assert_eq!(got[1], b"+OK\r\n");
 }
+
+/// The events of a pipeline of SETs and GETs (run together, in the express lane) reach a
+/// subscriber, each key's in order.
+#[test]
+fn a_pipeline_of_sets_raises_each_event() {
+    for threads in [1usize, 3] {
+        let server = Server::start(&["--threads", &threads.to_string()]);
+        let mut admin = server.raw();
+        assert_eq!(
+            call(&mut admin, "CONFIG SET notify-keyspace-events KEA"),
+            "+OK\r\n"
+        );
+        let mut sub = server.raw();
+        sub.write_all(&cmd("PSUBSCRIBE __keyevent@0__:*")).unwrap();
+        read_replies(&mut sub, 1);
+        let mut req = Vec::new();
+        for i in 0..40 {
+            req.extend(cmd(&format!("SET k{} {i}", i % 4)));
+            req.extend(cmd(&format!("GET k{}", i % 4)));
+        }
+        admin.write_all(&req).unwrap();
+        let replies = read_replies(&mut admin, 80);
+        for (i, r) in replies.iter().enumerate() {
+            let want = if i % 2 == 0 {
+                "+OK\r\n".to_string()
+            } else {
+                let v = (i / 2).to_string();
+                format!("${}\r\n{v}\r\n", v.len())
+            };
+            assert_eq!(String::from_utf8_lossy(r), want, "reply {i}");
+        }
+        let mut per_key: BTreeMap<String, usize> = BTreeMap::new();
+        for m in read_replies(&mut sub, 40) {
+            let (channel, key) = parse(&m);
+            assert_eq!(channel, "__keyevent@0__:set");
+            *per_key.entry(key).or_default() += 1;
+        }
+        let want: BTreeMap<String, usize> = (0..4).map(|k| (format!("k{k}"), 10)).collect();
+        assert_eq!(per_key, want, "with {threads} shards");
+    }
+}
