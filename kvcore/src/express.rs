@@ -261,8 +261,9 @@ impl Db {
 
     /// [`Db::express_admitted`] for each command of `run` in turn (each an express command
     /// and its arguments, as [`Express::of`] read them), stopping after the first that leaves
-    /// `out` holding `flush_at` bytes or more: how many ran. A host's run of pipelined
-    /// express commands in one call, with the store borrowed once.
+    /// `out` holding `flush_at` bytes or more: how many ran, and the last one's row of the
+    /// table. A host's run of pipelined express commands in one call, with the store borrowed
+    /// once.
     #[inline]
     pub fn express_run<'r, 'a: 'r>(
         &mut self,
@@ -270,16 +271,17 @@ impl Db {
         run: impl Iterator<Item = (Express, &'r [&'a [u8]])>,
         out: &mut Vec<u8>,
         flush_at: usize,
-    ) -> usize {
+    ) -> (usize, Option<&'static CommandSpec>) {
         let mut ran = 0;
+        let mut spec = None;
         for (x, args) in run {
-            self.express_admitted(session, x, args, out);
+            spec = Some(self.express_admitted(session, x, args, out));
             ran += 1;
             if out.len() >= flush_at {
                 break;
             }
         }
-        ran
+        (ran, spec)
     }
 }
 

@@ -380,7 +380,7 @@ enum CmdArgs<'a> {
     Run { first: u32, n: u32 },
 }
 
-/// What [`Conn::run_plain`] knows of the express lane within a window: asked at its first
+/// What [`Conn::run_express`] knows of the express lane within a window: asked at its first
 /// express command ([`Conn::express_lane`]), then known while the window runs express
 /// commands. Only a command of another kind, or another task while this one waits, can change
 /// the answer, so it is forgotten after either. (A user's rules changed on another thread meet
@@ -942,9 +942,9 @@ impl<'a> Conn<'a> {
                         continue;
                     }
                     commands += 1;
-                    if plain && express.is_some() {
+                    if plain && express.or_else(|| Express::of(args)).is_some() {
                         // The run of express commands from this one on, in one call.
-                        let (ran, end) = self.run_express(&window.cmds[next - 1..], &mut lane);
+                        let (ran, end) = self.run_express(&window, next - 1, &mut lane);
                         if ran > 0 {
                             next += ran - 1;
                             commands += ran - 1;
@@ -959,7 +959,7 @@ impl<'a> Conn<'a> {
                     }
                     if plain {
                         self.session.lapping = true;
-                        let ran = self.run_plain(args, express, &mut lane);
+                        let ran = self.run_plain(args, &mut lane);
                         self.session.lapping = false;
                         if ran {
                             if self.session.close_after_reply {
@@ -1109,41 +1109,51 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// Runs the express commands at the head of `cmds` whose keys are this shard's, as
-    /// [`Conn::run_plain`] runs each, when the lane is open and no client waits on a key
-    /// (a write may wake one): how many ran, stopping once the replies reach
-    /// [`FLUSH_AT`], and where the last of them ends. `0`: none; the first takes
-    /// [`Conn::run_plain`].
+    /// Runs the express commands of `window` from its command `from` on (GET and SET, read
+    /// by the scanner or the general parser) whose keys are this shard's, in one call, when
+    /// the lane is open: how many ran, stopping once the replies reach [`FLUSH_AT`], and
+    /// where the last of them ends. It does what the general path would (see
+    /// [`Conn::run_plain`]). While a client waits on a key (a write may wake it), one command
+    /// at a time. `0`: none ran; the command takes [`Conn::run_plain`].
     #[inline]
-    fn run_express(&mut self, cmds: &[Cmd<'_>], lane: &mut Lane) -> (usize, usize) {
+    fn run_express(&mut self, window: &Window<'_>, from: usize, lane: &mut Lane) -> (usize, usize) {
         if *lane == Lane::Unknown {
             *lane = self.express_lane();
         }
-        let Lane::Open {
-            waiters: false,
-            alone,
-        } = *lane
-        else {
+        let Lane::Open { waiters, alone } = *lane else {
             return (0, 0);
         };
         let shard = self.shard;
-        // (`express_run` runs each command it takes from `run`: `end` is the last one's.)
+        // (`express_run` runs each command it takes from `run`: `end` and `last` are the
+        // last one's.)
         let mut end = 0;
-        let run = cmds.iter().map_while(|cmd| match &cmd.args {
-            CmdArgs::Express(x, args) if alone || route::shard_of(args[1], shard.n) == shard.id => {
-                end = cmd.end;
-                Some((*x, &args[..x.arity()]))
-            }
-            _ => None,
-        });
+        let mut last = None;
+        let run = window.cmds[from..]
+            .iter()
+            .map_while(|cmd| {
+                let (args, express) = window.args_of(cmd);
+                let x = express.or_else(|| Express::of(args))?;
+                (alone || route::shard_of(args[1], shard.n) == shard.id).then(|| {
+                    end = cmd.end;
+                    last = Some(args);
+                    (x, args)
+                })
+            })
+            .take(if waiters { 1 } else { Window::COMMANDS });
         self.session.lapping = true;
-        let (ran, events) = {
+        let (ran, spec, events) = {
             let mut db = shard.db.borrow_mut();
-            let ran = db.express_run(self.session, run, &mut self.out, FLUSH_AT);
-            (ran, ran > 0 && db.has_events())
+            let (ran, spec) = db.express_run(self.session, run, &mut self.out, FLUSH_AT);
+            (ran, spec, ran > 0 && db.has_events())
         };
         self.session.lapping = false;
-        // As `Shard::after_command` after each, without asking again what the lane knows.
+        // As `Shard::after_command`, without asking again what the lane knows.
+        if let (true, Some(spec), Some(args)) = (waiters, spec, last) {
+            shard.wake_written(spec, args);
+            // A served waiter's own command may have changed what the lane knows (a move to
+            // another shard holds locks): asked again.
+            *lane = Lane::Unknown;
+        }
         if events {
             shard.after_writes();
         }
@@ -1174,34 +1184,7 @@ impl<'a> Conn<'a> {
     /// `Shard::execute`, `Db::dispatch_spec`) would, without asking what cannot apply.
     /// `false`: nothing was done; take the general path.
     #[inline]
-    fn run_plain(&mut self, args: &[&[u8]], express: Option<Express>, lane: &mut Lane) -> bool {
-        if let Some(x) = express.or_else(|| Express::of(args)) {
-            if *lane == Lane::Unknown {
-                *lane = self.express_lane();
-            }
-            let shard = self.shard;
-            if let Lane::Open { waiters, alone } = *lane {
-                if alone || route::shard_of(args[1], shard.n) == shard.id {
-                    let (spec, events) = {
-                        let mut db = shard.db.borrow_mut();
-                        let spec = db.express_admitted(self.session, x, args, &mut self.out);
-                        (spec, db.has_events())
-                    };
-                    // As `Shard::after_command`, without asking again what the lane knows.
-                    if waiters {
-                        shard.wake_written(spec, args);
-                        // A served waiter's own command may have changed what the lane
-                        // knows (a move to another shard holds locks): asked again.
-                        *lane = Lane::Unknown;
-                    }
-                    if events {
-                        shard.after_writes();
-                    }
-                    self.hops = 0;
-                    return true;
-                }
-            }
-        }
+    fn run_plain(&mut self, args: &[&[u8]], lane: &mut Lane) -> bool {
         let Some(spec) = commands::lookup(args[0]) else {
             return false;
         };
