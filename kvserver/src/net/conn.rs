@@ -2631,7 +2631,9 @@ impl<'a> Conn<'a> {
     }
 
     async fn write_out(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
-        self.shard.persist_barrier().await;
+        if !self.shard.persist_now() {
+            self.shard.persist_wait().await;
+        }
         if self.link.is_some() {
             // The master's link: replies are not sent (REPLCONF ACK goes by itself), but an
             // error means this replica may now differ from its master: say so, as Redis does.

@@ -881,16 +881,33 @@ impl Shard {
     }
 
     /// Before replies leave: the changes logged so far go to the writer and, under
-    /// `appendfsync always`, are on disk. One check when the AOF is off.
+    /// `appendfsync always`, are on disk. With the AOF off, [`Shard::persist_now`] alone.
     pub async fn persist_barrier(&self) {
-        let fsync = match self.aof.borrow().as_ref() {
-            None => {
-                if self.global.repl.feeding.load(Ordering::Relaxed) {
-                    self.flush_changes();
-                }
-                return;
-            }
-            Some(l) => l.fsync,
+        if self.persist_now() {
+            return;
+        }
+        self.persist_wait().await;
+    }
+
+    /// [`Shard::persist_barrier`] where nothing may have to be waited for (no AOF): the
+    /// changes go to the replicas now, and `true`. `false`: the AOF is on, await the barrier.
+    /// (Its own call: a host on the hot path skips the barrier's future, some 20 instructions a
+    /// batch.)
+    #[inline]
+    pub fn persist_now(&self) -> bool {
+        if self.aof.borrow().is_some() {
+            return false;
+        }
+        if self.global.repl.feeding.load(Ordering::Relaxed) {
+            self.flush_changes();
+        }
+        true
+    }
+
+    /// [`Shard::persist_barrier`] with the AOF on.
+    pub async fn persist_wait(&self) {
+        let Some(fsync) = self.aof.borrow().as_ref().map(|l| l.fsync) else {
+            return;
         };
         if fsync != Fsync::Always {
             self.flush_changes();
