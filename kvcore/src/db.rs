@@ -1068,7 +1068,10 @@ mod tests {
             last = now;
         }
         // 20 ms of refreshes read the system clock again and again, at least every 250 µs.
-        assert!(rereads >= 20, "{rereads} reads of the system clock in 20 ms");
+        assert!(
+            rereads >= 20,
+            "{rereads} reads of the system clock in 20 ms"
+        );
     }
 
     #[test]

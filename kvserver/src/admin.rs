@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use futures_util::future::join_all;
 use kvcore::commands::{flags, keys_api::parse_scan, CommandSpec};
+use kvcore::config::UserLines;
 use kvcore::resp::ReplyWriter;
 use kvcore::{Session, ShardStats};
 
@@ -39,6 +40,7 @@ pub fn may_be_special(spec: &CommandSpec) -> bool {
                 | "flushall"
                 | "client"
                 | "config"
+                | "acl"
         )
 }
 
@@ -61,6 +63,8 @@ fn is_special_name(spec: &CommandSpec, args: &[&[u8]], n: usize) -> bool {
                         || is(args[1], "QUICKLIST-PACKED-THRESHOLD")))
         }
         "memory" => args.len() == 2 && ["STATS", "DOCTOR", "PURGE"].iter().any(|s| is(args[1], s)),
+        // The ACL file is the server's to read and write.
+        "acl" => args.len() == 2 && (is(args[1], "LOAD") || is(args[1], "SAVE")),
         // With save points, FLUSHALL also writes the (empty) file, whatever the shards.
         "flushall" => true,
         "client" => {
@@ -189,6 +193,9 @@ pub async fn run(
     if is(name, "DEBUG") && args.len() >= 2 && is(args[1], "RELOAD") {
         crate::persist::debug_reload(shard, args, &mut w).await;
         return false;
+    }
+    if is(name, "ACL") {
+        return acl_file(shard, session, me, args[1], &mut w);
     }
     if is(name, "LASTSAVE") {
         w.int(shard.global.rdb.last_save.load(Ordering::Relaxed) as i64);
@@ -434,6 +441,61 @@ pub async fn info_text(shard: &Shard, sections: &[&[u8]]) -> String {
 /// CONFIG REWRITE: the file the server started with, brought up to date (see
 /// `kvcore::config::Config::rewrite`), replaced atomically: a new file beside it, synced,
 /// renamed over it, and the directory synced.
+/// ACL LOAD and ACL SAVE (`sub`), with the `aclfile`; `true` when the client must close after
+/// its reply (ACL LOAD removed its user, as Redis closes it).
+fn acl_file(
+    shard: &Shard,
+    session: &Session,
+    me: &ClientEntry,
+    sub: &[u8],
+    w: &mut ReplyWriter<'_>,
+) -> bool {
+    let path = shard
+        .db
+        .borrow()
+        .config
+        .get("aclfile")
+        .unwrap_or_default()
+        .to_string();
+    if path.is_empty() {
+        w.error(kvcore::commands::NO_ACL_FILE);
+        return false;
+    }
+    let acl = &shard.global.acl;
+    if is(sub, "SAVE") {
+        match crate::persist::save_acl_file(&path, &acl.file_text()) {
+            Ok(()) => w.ok(),
+            Err(e) => {
+                crate::log!(3, "Writing the ACL file for ACL SAVE: {e}");
+                w.error(b"ERR There was an error trying to save the ACLs. Please check the server logs for more information");
+            }
+        }
+        return false;
+    }
+    let loaded = crate::persist::read_acl_file(&path)
+        .map_err(String::into_bytes)
+        .and_then(|text| acl.load(&text, &path));
+    match loaded {
+        Ok(gone) => {
+            // The clients of users the file no longer has are disconnected; this one after
+            // its reply.
+            for name in &gone {
+                shard
+                    .global
+                    .kill(|e| e.id != me.id && *lock(&e.user) == name[..]);
+            }
+            w.ok();
+            gone.iter().any(|n| n[..] == *session.user.name())
+        }
+        Err(e) => {
+            let mut m = b"ERR ".to_vec();
+            m.extend_from_slice(&e);
+            w.error(&m);
+            false
+        }
+    }
+}
+
 fn rewrite_config(shard: &Shard) -> Result<(), String> {
     let Some(path) = shard.global.opts.config_file.clone() else {
         return Err("ERR The server is running without a config file".into());
@@ -444,7 +506,17 @@ fn rewrite_config(shard: &Shard) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(fail(e)),
     };
-    let new = shard.db.borrow().config.rewrite(&old);
+    let users = shard.global.acl.list();
+    let new = {
+        let db = shard.db.borrow();
+        // The users go in the config file unless an ACL file keeps them.
+        let lines = if db.config.get("aclfile").unwrap_or_default().is_empty() {
+            UserLines::Write(&users)
+        } else {
+            UserLines::Drop
+        };
+        db.config.rewrite_with_users(&old, lines)
+    };
     let tmp = format!(".kvserver-rewrite-{}.conf", std::process::id());
     crate::persist::write_atomically(&path, &tmp, new.as_bytes()).map_err(fail)?;
     crate::log!(2, "CONFIG REWRITE executed with success.");

@@ -228,7 +228,7 @@ fn run(opts: Options) -> Result<(), String> {
         None => persist::load(&opts, n)?,
     };
     let global = Arc::new(Global::new(opts));
-    acl_setup(&global);
+    acl_setup(&global)?;
     (global.scripts.functions())
         .restore(&stats.functions, kvcore::function::Policy::Replace)
         .map_err(|e| format!("can't load the functions: {}", String::from_utf8_lossy(&e)))?;
@@ -518,13 +518,49 @@ async fn shard_main(
     }
 }
 
-/// Gives the process-wide ACL its start-up password (`requirepass`) and what it needs from
-/// the server: CLIENT INFO lines for ACL LOG, and the disconnection of a deleted user's
-/// clients (all but the one that deleted it, which is closed after its reply).
-fn acl_setup(global: &Arc<Global>) {
+/// Gives the process-wide ACL its start-up password (`requirepass`), its users (the config
+/// file's `user` lines, or the `aclfile`, not both, as Redis's `ACLLoadUsersAtStartup`), and
+/// what it needs from the server: CLIENT INFO lines for ACL LOG, and the disconnection of a
+/// deleted user's clients (all but the one that deleted it, which is closed after its reply).
+fn acl_setup(global: &Arc<Global>) -> Result<(), String> {
     let acl = &global.acl;
-    if !global.opts.store.requirepass.is_empty() {
-        acl.set_default_password(&global.opts.store.requirepass);
+    let opts = &global.opts;
+    if !opts.store.requirepass.is_empty() {
+        acl.set_default_password(&opts.store.requirepass);
+    }
+    let aclfile = opts.store.get("aclfile").unwrap_or_default();
+    if !aclfile.is_empty() && !opts.users.is_empty() {
+        return Err("Configuring the server with users defined in the config file and at the same time an ACL file path is invalid: define either an ACL file or users in the config file, but not both".into());
+    }
+    for line in &opts.users {
+        let words: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
+        let Some((&name, rules)) = words.split_first() else {
+            return Err("'user' wants a user name and its rules".into());
+        };
+        if acl.user(name).is_some() && name != b"default" {
+            return Err(format!(
+                "Error in user declaration '{line}': duplicate user"
+            ));
+        }
+        // A declared user starts over, as Redis creates it (the default user too).
+        let rules: Vec<&[u8]> = std::iter::once(&b"reset"[..])
+            .chain(rules.iter().copied())
+            .collect();
+        acl.set_user(name, &rules).map_err(|e| {
+            format!(
+                "Error in user declaration '{line}': {}",
+                String::from_utf8_lossy(&e)
+            )
+        })?;
+    }
+    if !aclfile.is_empty() {
+        let text = persist::read_acl_file(aclfile)?;
+        acl.load(&text, aclfile).map_err(|e| {
+            format!(
+                "Aborting startup because of ACL errors: {}",
+                String::from_utf8_lossy(&e)
+            )
+        })?;
     }
     let weak = Arc::downgrade(global);
     acl.set_client_info(Box::new(move |id| {
@@ -539,4 +575,5 @@ fn acl_setup(global: &Arc<Global>) {
             g.kill(|e| e.id != by && *global::lock(&e.user) == name);
         }
     }));
+    Ok(())
 }

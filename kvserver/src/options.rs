@@ -31,6 +31,9 @@ pub struct Options {
     pub config_file: Option<std::path::PathBuf>,
     /// Port of the Prometheus endpoint (`--metrics-port`; none by default).
     pub metrics_port: Option<u16>,
+    /// The `user <name> <rules>` lines (without `user`), in order: the users to create at
+    /// the start, as redis.conf declares them.
+    pub users: Vec<String>,
 }
 
 /// One class of Redis's `client-output-buffer-limit`.
@@ -102,6 +105,7 @@ impl Default for Options {
             store: Config::default(),
             config_file: None,
             metrics_port: None,
+            users: Vec::new(),
         }
     }
 }
@@ -226,6 +230,13 @@ fn parse_file(text: &str) -> Result<Vec<(String, String)>, String> {
 }
 
 fn apply(o: &mut Options, name: &str, value: &str) -> Result<(), String> {
+    if name.eq_ignore_ascii_case("user") {
+        if value.split_whitespace().next().is_none() {
+            return Err("'user' wants a user name and its rules".into());
+        }
+        o.users.push(value.to_string());
+        return Ok(());
+    }
     let num = |what: &str| -> Result<u64, String> {
         value
             .parse::<u64>()

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use catalog::CATEGORIES;
-pub(crate) use user::has_spaces;
+pub use user::has_spaces;
 pub use user::{Denial, RuleError, Selector, User};
 
 use crate::Session;
@@ -289,6 +289,103 @@ impl Acl {
             .collect()
     }
 
+    /// The text of an ACL file holding the users as they are now (ACL SAVE): ACL LIST's
+    /// lines, each ended by a newline.
+    pub fn file_text(&self) -> Vec<u8> {
+        let mut text = Vec::new();
+        for line in self.list() {
+            text.extend_from_slice(&line);
+            text.push(b'\n');
+        }
+        text
+    }
+
+    /// Replaces every user by those of an ACL file's `text` (ACL LOAD, and the start with an
+    /// `aclfile`), all or nothing, as Redis's `ACLLoadFromFile`: each line `user <name>
+    /// <rules>`, applied to a new user; a file without a `default` user gets the default one.
+    /// `Ok`: the names of the users the file no longer has, whose clients the host
+    /// disconnects. `Err`: Redis's text naming each bad line by `file` and its number; the
+    /// users are unchanged.
+    pub fn load(&self, text: &[u8], file: &str) -> Result<Vec<Vec<u8>>, Vec<u8>> {
+        let pubsub_all = self.state().pubsub_all;
+        let mut users: BTreeMap<Vec<u8>, Arc<User>> = BTreeMap::new();
+        let mut errors = String::new();
+        for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+            let n = i + 1;
+            let line = trim_end_of(trim_start_of(line, b" \t\r\n"), b" \t\r\n");
+            if line.is_empty() {
+                continue;
+            }
+            // Split at each space, as Redis does (two spaces make an empty rule).
+            let argv: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+            if argv[0] != b"user" || argv.len() < 2 {
+                errors += &format!(
+                    "{file}:{n} should start with user keyword followed by the username. "
+                );
+                continue;
+            }
+            let name = argv[1];
+            if user::has_spaces(name) {
+                // (Redis's text opens with a stray quote.)
+                errors += &format!(
+                    "'{file}:{n}: username '{}' contains invalid characters. ",
+                    String::from_utf8_lossy(c_str(name))
+                );
+                continue;
+            }
+            if users.contains_key(name) {
+                errors += &format!(
+                    "WARNING: Duplicate user '{}' found on line {n}. ",
+                    String::from_utf8_lossy(c_str(name))
+                );
+                continue;
+            }
+            let mut user = User::new(name, pubsub_all);
+            let Ok(rules) = merge_selectors(&argv[2..]) else {
+                errors += &format!("{file}:{n}: Unmatched parenthesis in selector definition.");
+                users.insert(name.to_vec(), Arc::new(user));
+                continue;
+            };
+            let mut syntax_error = false;
+            for rule in &rules {
+                let rule = trim_end_of(trim_start_of(rule, b"\t\r\n"), b"\t\r\n");
+                match user.apply(rule, pubsub_all) {
+                    Ok(()) => {}
+                    // A rule naming no command says so each time (it shows nothing secret).
+                    Err(e @ RuleError::Unknown) => {
+                        errors += &format!(
+                            "{file}:{n}: Error in applying operation '{}': {}. ",
+                            String::from_utf8_lossy(c_str(rule)),
+                            e.message()
+                        );
+                    }
+                    // Others only the first time: it may be why the next ones fail.
+                    Err(e) if !syntax_error => {
+                        errors += &format!("{file}:{n}: {}. ", e.message());
+                        syntax_error = true;
+                    }
+                    Err(_) => {}
+                }
+            }
+            users.insert(name.to_vec(), Arc::new(user));
+        }
+        if !errors.is_empty() {
+            errors += "WARNING: ACL errors detected, no change to the previously active ACL rules was performed";
+            return Err(errors.into_bytes());
+        }
+        users
+            .entry(b"default".to_vec())
+            .or_insert_with(|| Arc::new(User::new_default()));
+        Ok(self.change(|st| {
+            let gone = (st.users.keys())
+                .filter(|name| !users.contains_key(*name))
+                .cloned()
+                .collect();
+            st.users = users;
+            (gone, true)
+        }))
+    }
+
     /// Creates or changes user `name` by `rules`, all or nothing (ACL SETUSER). `Err` is
     /// Redis's error text.
     pub fn set_user(&self, name: &[u8], rules: &[&[u8]]) -> Result<(), Vec<u8>> {
@@ -495,6 +592,28 @@ impl LogEntry {
 }
 
 /// `s` up to its first NUL, as Redis's `%s` formats it.
+/// `s` without the bytes of `set` at its end.
+fn trim_end_of<'s>(mut s: &'s [u8], set: &[u8]) -> &'s [u8] {
+    while let [rest @ .., last] = s {
+        if !set.contains(last) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+/// `s` without the bytes of `set` at its start.
+fn trim_start_of<'s>(mut s: &'s [u8], set: &[u8]) -> &'s [u8] {
+    while let [first, rest @ ..] = s {
+        if !set.contains(first) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
 fn c_str(s: &[u8]) -> &[u8] {
     s.split(|&b| b == 0).next().unwrap_or_default()
 }

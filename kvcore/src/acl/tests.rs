@@ -305,3 +305,69 @@ fn embedded_store_enforces_its_users() {
 }
 
 const WRONGPASS_TEXT: &[u8] = b"WRONGPASS invalid username-password pair or user is disabled.";
+
+/// An ACL file Redis 7.4.1 refuses, and what ACL LOAD answered it (after `ERR `).
+const BAD_FILE: &str = "user alice on >pw ~k* +get\n  user bob off  +set\nuser alice on\nusr x\nuser\nuser carol +nosuch +@nosuch bogus ~a allkeys ~b\nuser dave (+get ~x\nuser eve on #abc\n\n";
+const BAD_FILE_ERRORS: &str = "WARNING: Duplicate user 'alice' found on line 3. users.acl:4 should start with user keyword followed by the username. users.acl:5 should start with user keyword followed by the username. users.acl:6: Error in applying operation '+nosuch': Unknown command or category name in ACL. users.acl:6: Error in applying operation '+@nosuch': Unknown command or category name in ACL. users.acl:6: Syntax error. users.acl:7: Unmatched parenthesis in selector definition.users.acl:8: The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters. WARNING: ACL errors detected, no change to the previously active ACL rules was performed";
+
+#[test]
+fn a_bad_acl_file_changes_nothing_and_names_every_bad_line() {
+    let acl = acl_with(b"zed", &["on", ">zz", "+ping"]);
+    let before = acl.list();
+    let epoch = acl.epoch();
+    let err = acl.load(BAD_FILE.as_bytes(), "users.acl").unwrap_err();
+    assert_eq!(String::from_utf8(err).unwrap(), BAD_FILE_ERRORS);
+    assert_eq!(acl.list(), before);
+    assert_eq!(acl.epoch(), epoch, "nothing changed, nobody looks again");
+    assert!(acl.authenticate(b"zed", b"zz"));
+}
+
+#[test]
+fn an_acl_file_replaces_every_user() {
+    let acl = acl_with(b"zed", &["on", ">zz", "+ping"]);
+    acl.set_user(b"alice", &[b"on", b">old"]).unwrap();
+    // Redis 7.4.1 loads this (tabs and a carriage return at the ends of a line, two spaces
+    // between rules, no default user) into the ACL LIST below.
+    let file = "user alice on >pw ~k* +get\t\r\n  user bob off  -@all +set\n";
+    let gone = acl.load(file.as_bytes(), "users.acl").unwrap();
+    assert_eq!(
+        gone,
+        vec![b"zed".to_vec()],
+        "the users the file does not have"
+    );
+    let list: Vec<String> = (acl.list().into_iter())
+        .map(|l| String::from_utf8(l).unwrap())
+        .collect();
+    assert_eq!(
+        list,
+        [
+            "user alice on sanitize-payload #30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4 ~k* resetchannels -@all +get",
+            "user bob off sanitize-payload resetchannels -@all +set",
+            "user default on nopass sanitize-payload ~* &* +@all",
+        ]
+    );
+    assert!(acl.authenticate(b"alice", b"pw"));
+    assert!(!acl.authenticate(b"alice", b"old"));
+    assert!(acl.user(b"zed").is_none());
+    assert!(acl.default_open());
+}
+
+#[test]
+fn the_saved_file_loads_back_to_the_same_users() {
+    let acl = acl_with(
+        b"bob",
+        &["on", ">pw", "~k*", "%R~r*", "&ch*", "+@read", "-get"],
+    );
+    acl.set_user(b"sel", &[b"on", b"nopass", b"(+set ~s*)", b"(+get ~g*)"])
+        .unwrap();
+    acl.set_user(b"default", &[b">secret"]).unwrap();
+    let text = acl.file_text();
+    assert!(text.ends_with(b"\n"));
+    let copy = Acl::default();
+    assert_eq!(copy.load(&text, "f").unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(copy.list(), acl.list());
+    assert!(
+        !copy.default_open(),
+        "the default user's password came along"
+    );
+}

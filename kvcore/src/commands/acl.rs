@@ -6,6 +6,9 @@ use crate::acl::{self, CATEGORIES};
 
 pub(super) static COMMANDS: &[CommandSpec] = &[cmd!("acl", -2, SENTINEL, 0, 0, 0, acl)];
 
+/// ACL LOAD's and SAVE's error without an `aclfile`.
+pub const NO_ACL_FILE: &[u8] = b"ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration.";
+
 /// ACL GENPASS's largest `bits`.
 const GENPASS_MAX_BITS: i64 = 4096;
 
@@ -39,7 +42,8 @@ fn acl(c: &mut Ctx<'_>, a: &[&[u8]]) {
             let name = c.session.user.name().to_vec();
             c.out.bulk(&name);
         }
-        b"load" | b"save" => c.out.error(b"ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in order to store users in the Redis configuration."),
+        // (A host with an `aclfile` reads and writes it itself: the store does no I/O.)
+        b"load" | b"save" => c.out.error(NO_ACL_FILE),
         b"cat" => cat(c, a),
         b"genpass" => genpass(c, a),
         b"log" => log(c, a),

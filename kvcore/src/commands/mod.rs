@@ -7,6 +7,8 @@
 //! A test checks every row against Redis's own command facts (`redis-commands.tsv`).
 
 mod acl;
+/// ACL LOAD's and SAVE's error where no ACL file is configured.
+pub use acl::NO_ACL_FILE;
 pub(crate) mod args;
 mod bitmaps;
 pub mod blocking;

@@ -102,6 +102,40 @@ pub fn write_atomically(path: &Path, tmp_name: &str, bytes: &[u8]) -> std::io::R
     r
 }
 
+/// An I/O error as C's `strerror` words it (Rust adds " (os error N)"), for texts Redis
+/// words that way.
+pub fn strerror(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
+/// The text of the ACL file at `path` (ACL LOAD, and the start with an `aclfile`); `Err`:
+/// Redis's words for a file it cannot open.
+pub fn read_acl_file(path: &str) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| {
+        format!(
+            "Error loading ACLs, opening file '{path}': {}",
+            strerror(&e)
+        )
+    })
+}
+
+/// ACL SAVE: the users as they are now, written over the ACL file at `path` (a synced
+/// temporary file renamed over it, as Redis does).
+pub fn save_acl_file(path: &str, text: &[u8]) -> std::io::Result<()> {
+    let tmp = format!(
+        "{}.tmp-{}",
+        Path::new(path)
+            .file_name()
+            .map_or("acl".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    );
+    write_atomically(Path::new(path), &tmp, text)
+}
+
 /// Renames the synced file `tmp` over `path` and syncs their directory, so the rename itself
 /// survives a crash.
 pub fn install(tmp: &Path, path: &Path) -> std::io::Result<()> {

@@ -2,6 +2,7 @@
 //! raw sockets and Redis's own tools. One test binary, one module per area.
 
 mod acl;
+mod acl_file;
 mod aof;
 mod basics;
 mod blocking;

@@ -367,3 +367,67 @@ fn acl_steps_as_redis() {
         }
     }
 }
+
+/// An ACL file every line of which Redis refuses for a different reason.
+const BAD_ACL_FILE: &str = "user alice on >pw ~k* +get\n  user bob off  +set\nuser alice on\nusr x\nuser\nuser carol +nosuch +@nosuch bogus ~a allkeys ~b\nuser dave (+get ~x\nuser eve on #abc\n\n";
+
+/// One server's session with its ACL file at `path`: ACL SAVE (and the file it wrote), ACL
+/// LOAD of a bad file, of a good one (ends of lines, two spaces, no default user), of none.
+/// Replies and file lines, with the path as `FILE` (the servers' files differ).
+fn acl_file_session(port: u16, path: &str, old: bool) -> Vec<String> {
+    let mut c = Conn::open(port);
+    let mut seen = Vec::new();
+    let send = |c: &mut Conn, args: &[&str]| {
+        let cmd: Cmd = args.iter().map(|a| a.as_bytes().to_vec()).collect();
+        let reply = c.pipeline(&[cmd]).remove(0);
+        normalize(args, &reply, old).replace(path, "FILE")
+    };
+    let file = |seen: &mut Vec<String>| {
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            seen.push(if old {
+                canonical_rules(line)
+            } else {
+                line.to_string()
+            });
+        }
+    };
+    seen.push(send(
+        &mut c,
+        &["ACL", "SETUSER", "zed", "on", ">z", "+@read", "~*"],
+    ));
+    seen.push(send(&mut c, &["ACL", "SAVE"]));
+    file(&mut seen);
+    std::fs::write(path, BAD_ACL_FILE).unwrap();
+    seen.push(send(&mut c, &["ACL", "LOAD"]));
+    seen.push(send(&mut c, &["ACL", "LIST"]));
+    std::fs::write(
+        path,
+        "user alice on >pw ~k* +get\t\r\n  user bob off  -@all +set\n",
+    )
+    .unwrap();
+    seen.push(send(&mut c, &["ACL", "LOAD"]));
+    seen.push(send(&mut c, &["ACL", "LIST"]));
+    std::fs::remove_file(path).unwrap();
+    seen.push(send(&mut c, &["ACL", "LOAD"]));
+    seen.push(send(&mut c, &["ACL", "SAVE"]));
+    file(&mut seen);
+    seen
+}
+
+#[test]
+fn acl_files_as_redis() {
+    let dir = crate::persistence::TempDir::new("diff-aclfile");
+    let start = "user alice on >pw ~k* +get\n";
+    let theirs_path = format!("{}/redis.acl", dir.path());
+    std::fs::write(&theirs_path, start).unwrap();
+    let redis = Redis::start_with(&["--aclfile", &theirs_path]);
+    let theirs = acl_file_session(redis.port, &theirs_path, old(&redis));
+    for threads in ["1", "3"] {
+        let ours_path = format!("{}/ours-{threads}.acl", dir.path());
+        std::fs::write(&ours_path, start).unwrap();
+        let server = Server::start(&["--threads", threads, "--aclfile", &ours_path]);
+        let ours = acl_file_session(server.port, &ours_path, old(&redis));
+        assert_eq!(ours, theirs, "threads {threads}");
+        server.terminate();
+    }
+}
