@@ -784,6 +784,7 @@ impl<'a> Conn<'a> {
                 return Ok(End::Closed);
             }
             shard.net.read(n);
+            self.check_subscriptions()?;
             input.end += n;
             if input.end - input.start < input.wait_for {
                 continue;
@@ -837,6 +838,7 @@ impl<'a> Conn<'a> {
     /// Writes out what was delivered to the client's mailbox; an error when it went past its
     /// output limit.
     async fn deliver_mail(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        self.check_subscriptions()?;
         if let Some(s) = &self.subs {
             if s.mailbox.is_cut() {
                 return Err(std::io::Error::other(
@@ -860,6 +862,28 @@ impl<'a> Conn<'a> {
             m.drain_into(&mut self.out);
         }
         self.write_out(stream).await
+    }
+
+    /// A subscriber whose user no longer allows all of its subscriptions (see
+    /// [`pubsub::Subscriptions::revoked`]) is disconnected: an error. Looked at before each
+    /// delivery and each read batch, so nothing published after the change reaches it.
+    fn check_subscriptions(&mut self) -> std::io::Result<()> {
+        let Conn {
+            subs: Some(subs),
+            shard,
+            session,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        let acl = &shard.global.acl;
+        if subs.revoked(acl.epoch(), || acl.refresh(session)) {
+            return Err(std::io::Error::other(
+                "closing subscriber whose channel permissions were revoked",
+            ));
+        }
+        Ok(())
     }
 
     /// Parses and runs the commands of `input`: how many ran, or `None` when the connection

@@ -20,9 +20,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures_util::future::join_all;
+use kvcore::acl::User;
 use kvcore::resp::{Proto, ReplyWriter};
 use kvcore::Session;
 
@@ -235,15 +237,37 @@ pub struct Subscriptions {
     pub mailbox: Rc<Mailbox>,
     channels: [HashSet<Box<[u8]>>; 2],
     patterns: HashSet<Box<[u8]>>,
+    /// The ACL epoch the subscriptions were last known to be allowed at (see
+    /// [`Subscriptions::revoked`]).
+    acl_epoch: u64,
 }
 
 impl Subscriptions {
-    fn new(id: u64, proto: Proto, limit: OutputLimit) -> Box<Subscriptions> {
+    fn new(id: u64, proto: Proto, limit: OutputLimit, acl_epoch: u64) -> Box<Subscriptions> {
         Box::new(Subscriptions {
             mailbox: Mailbox::new(id, proto, limit),
             channels: Default::default(),
             patterns: HashSet::new(),
+            acl_epoch,
         })
+    }
+
+    /// Whether the users changed since the subscriptions were last looked at and `user` (the
+    /// client's user now; `None`: deleted) no longer allows one of the channels, shard
+    /// channels or patterns (a pattern only as written in the user's rules), as Redis's
+    /// `ACLShouldKillPubsubClient`: such a subscriber is disconnected, before anything more
+    /// is delivered to it.
+    pub fn revoked(&mut self, epoch: u64, user: impl FnOnce() -> Option<Arc<User>>) -> bool {
+        if self.acl_epoch == epoch {
+            return false;
+        }
+        self.acl_epoch = epoch;
+        let Some(user) = user() else {
+            return true;
+        };
+        let channels = self.channels.iter().flatten();
+        !(channels.into_iter().all(|c| user.channel_allowed(c, false))
+            && self.patterns.iter().all(|p| user.channel_allowed(p, true)))
     }
 
     /// Channels and patterns (what SUBSCRIBE and PSUBSCRIBE replies count).
@@ -382,7 +406,13 @@ pub async fn command(
                 return w.error(b"ERR SSUBSCRIBE isn't allowed for a DENY BLOCKING client");
             }
             let s = subs.get_or_insert_with(|| {
-                Subscriptions::new(entry.id, session.proto, shard.global.opts.pubsub_limit)
+                let epoch = shard.global.acl.epoch();
+                Subscriptions::new(
+                    entry.id,
+                    session.proto,
+                    shard.global.opts.pubsub_limit,
+                    epoch,
+                )
             });
             s.mailbox.resp3.set(session.proto == Proto::Resp3);
             let target = match name {
