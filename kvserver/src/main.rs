@@ -249,6 +249,13 @@ fn run(opts: Options) -> Result<(), String> {
     }
     let (inboxes, receivers): (Vec<UnboundedSender<Msg>>, Vec<_>) =
         (0..n).map(|_| unbounded_channel::<Msg>()).unzip();
+    // A change to the users wakes every shard's subscribers to look at their channels again.
+    let to_all = inboxes.clone();
+    global.acl.set_on_change(Box::new(move || {
+        for inbox in &to_all {
+            let _ = inbox.send(Msg::Post(Box::new(|_| pubsub::wake_subscribers())));
+        }
+    }));
     let mut receivers: Vec<Option<UnboundedReceiver<Msg>>> =
         receivers.into_iter().map(Some).collect();
     let (tx, rx) = mpsc::channel::<Result<u16, String>>();

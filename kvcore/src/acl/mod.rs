@@ -151,6 +151,11 @@ pub type ClientInfo = Box<dyn Fn(u64) -> Vec<u8> + Send + Sync>;
 /// disconnects that user's other clients.
 pub type OnDelete = Box<dyn Fn(&[u8], u64) + Send + Sync>;
 
+/// Called after every change to the users (ACL SETUSER, DELUSER, LOAD, a new `requirepass`),
+/// with no lock held: the host looks again at what its clients hold under the old rules (a
+/// subscriber's channels).
+pub type OnChange = Box<dyn Fn() + Send + Sync>;
+
 struct State {
     users: BTreeMap<Vec<u8>, Arc<User>>,
     log: VecDeque<LogEntry>,
@@ -169,6 +174,7 @@ struct Shared {
     state: Mutex<State>,
     client_info: Mutex<Option<ClientInfo>>,
     on_delete: Mutex<Option<OnDelete>>,
+    on_change: Mutex<Option<OnChange>>,
 }
 
 /// The users and the ACL log, shared by every store of a process that clones it.
@@ -193,6 +199,7 @@ impl Default for Acl {
             }),
             client_info: Mutex::new(None),
             on_delete: Mutex::new(None),
+            on_change: Mutex::new(None),
         }))
     }
 }
@@ -233,6 +240,7 @@ impl Acl {
     }
 
     /// Runs `f` over the users, then moves the epoch on if it says it changed something.
+    /// ([`OnChange`] is told after.)
     fn change<R>(&self, f: impl FnOnce(&mut State) -> (R, bool)) -> R {
         let mut st = self.state();
         let (r, changed) = f(&mut st);
@@ -243,6 +251,10 @@ impl Acl {
                 .is_some_and(|u| u.nopass && u.enabled);
             self.0.default_open.store(open, Ordering::Release);
             self.0.epoch.fetch_add(1, Ordering::AcqRel);
+            drop(st);
+            if let Some(hook) = lock(&self.0.on_change).as_ref() {
+                hook();
+            }
         }
         r
     }
@@ -482,6 +494,11 @@ impl Acl {
     /// Sets what is told of deleted users (see [`OnDelete`]).
     pub fn set_on_delete(&self, f: OnDelete) {
         *lock(&self.0.on_delete) = Some(f);
+    }
+
+    /// Sets what is told of every change to the users (see [`OnChange`]).
+    pub fn set_on_change(&self, f: OnChange) {
+        *lock(&self.0.on_change) = Some(f);
     }
 
     /// Whether `user` and `password` authenticate (AUTH, HELLO AUTH).

@@ -57,6 +57,22 @@ thread_local! {
     static LOCAL: RefCell<Local> = RefCell::new(Local::default());
 }
 
+/// Wakes every subscriber of this shard, to look at its subscriptions under its user's rules
+/// again (the users changed: see [`Subscriptions::revoked`]).
+pub fn wake_subscribers() {
+    LOCAL.with(|l| {
+        let l = l.borrow();
+        let [channels, shard_channels] = &l.subs;
+        for mailbox in [channels, shard_channels, &l.psubs]
+            .into_iter()
+            .flat_map(|m| m.values())
+            .flatten()
+        {
+            mailbox.wake.notify();
+        }
+    });
+}
+
 /// What has been delivered to one subscribed client and not yet written to its socket.
 pub struct Mailbox {
     /// The client's id.
@@ -256,7 +272,8 @@ impl Subscriptions {
     /// client's user now; `None`: deleted) no longer allows one of the channels, shard
     /// channels or patterns (a pattern only as written in the user's rules), as Redis's
     /// `ACLShouldKillPubsubClient`: such a subscriber is disconnected, before anything more
-    /// is delivered to it.
+    /// is delivered to it. (Every change wakes every subscriber to ask this at once, see
+    /// [`wake_subscribers`].)
     pub fn revoked(&mut self, epoch: u64, user: impl FnOnce() -> Option<Arc<User>>) -> bool {
         if self.acl_epoch == epoch {
             return false;
