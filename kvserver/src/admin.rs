@@ -450,14 +450,13 @@ fn acl_file(
     sub: &[u8],
     w: &mut ReplyWriter<'_>,
 ) -> bool {
-    let path = shard
-        .db
-        .borrow()
-        .config
-        .get("aclfile")
-        .unwrap_or_default()
-        .to_string();
-    if path.is_empty() {
+    let (name, path) = {
+        let db = shard.db.borrow();
+        let name = db.config.get("aclfile").unwrap_or_default().to_string();
+        let path = crate::persist::acl_file_path(&db.config, &name);
+        (name, path)
+    };
+    if name.is_empty() {
         w.error(kvcore::commands::NO_ACL_FILE);
         return false;
     }
@@ -472,9 +471,9 @@ fn acl_file(
         }
         return false;
     }
-    let loaded = crate::persist::read_acl_file(&path)
+    let loaded = crate::persist::read_acl_file(&path, &name)
         .map_err(String::into_bytes)
-        .and_then(|text| acl.load(&text, &path));
+        .and_then(|text| acl.load(&text, &name));
     match loaded {
         Ok(gone) => {
             // The clients of users the file no longer has are disconnected; this one after

@@ -561,7 +561,7 @@ fn acl_setup(global: &Arc<Global>) -> Result<(), String> {
         })?;
     }
     if !aclfile.is_empty() {
-        let text = persist::read_acl_file(aclfile)?;
+        let text = persist::read_acl_file(&persist::acl_file_path(&opts.store, aclfile), aclfile)?;
         acl.load(&text, aclfile).map_err(|e| {
             format!(
                 "Aborting startup because of ACL errors: {}",

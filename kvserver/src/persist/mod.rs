@@ -112,12 +112,18 @@ pub fn strerror(e: &std::io::Error) -> String {
     }
 }
 
-/// The text of the ACL file at `path` (ACL LOAD, and the start with an `aclfile`); `Err`:
-/// Redis's words for a file it cannot open.
-pub fn read_acl_file(path: &str) -> Result<Vec<u8>, String> {
+/// Where the `aclfile` `name` is: a relative name in `dir`, where Redis, which changes to
+/// `dir` at the start, finds it.
+pub fn acl_file_path(config: &kvcore::config::Config, name: &str) -> PathBuf {
+    dir_of_config(config).join(name)
+}
+
+/// The text of the ACL file `path` (ACL LOAD, and the start with an `aclfile`); `Err`: Redis's
+/// words for a file it cannot open, naming it `name`, as it was configured.
+pub fn read_acl_file(path: &Path, name: &str) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| {
         format!(
-            "Error loading ACLs, opening file '{path}': {}",
+            "Error loading ACLs, opening file '{name}': {}",
             strerror(&e)
         )
     })
@@ -125,15 +131,14 @@ pub fn read_acl_file(path: &str) -> Result<Vec<u8>, String> {
 
 /// ACL SAVE: the users as they are now, written over the ACL file at `path` (a synced
 /// temporary file renamed over it, as Redis does).
-pub fn save_acl_file(path: &str, text: &[u8]) -> std::io::Result<()> {
+pub fn save_acl_file(path: &Path, text: &[u8]) -> std::io::Result<()> {
     let tmp = format!(
         "{}.tmp-{}",
-        Path::new(path)
-            .file_name()
+        path.file_name()
             .map_or("acl".into(), |n| n.to_string_lossy()),
         std::process::id()
     );
-    write_atomically(Path::new(path), &tmp, text)
+    write_atomically(path, &tmp, text)
 }
 
 /// Renames the synced file `tmp` over `path` and syncs their directory, so the rename itself

@@ -225,3 +225,27 @@ fn config_file_users_are_created_and_config_rewrite_writes_the_users() {
         server.terminate();
     }
 }
+
+/// A relative `aclfile` is in `dir`, where Redis (which changes to `dir`) finds it; errors
+/// name it as configured.
+#[test]
+fn a_relative_acl_file_is_in_dir() {
+    let dir = TempDir::new("aclfile-relative");
+    let path = format!("{}/users.acl", dir.path());
+    std::fs::write(&path, "user alice on >pw ~* +@all\n").unwrap();
+    let server = Server::start(&["--dir", dir.path(), "--aclfile", "users.acl"]);
+    let mut alice = auth(&server, "alice", "pw");
+    assert_eq!(
+        call(&mut alice, "CONFIG GET aclfile"),
+        "*2\r\n$7\r\naclfile\r\n$9\r\nusers.acl\r\n"
+    );
+    assert_eq!(call(&mut alice, "ACL SETUSER bob on"), "+OK\r\n");
+    assert_eq!(call(&mut alice, "ACL SAVE"), "+OK\r\n");
+    assert_eq!(file_lines(&path), acl_list(&mut alice));
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(
+        call(&mut alice, "ACL LOAD"),
+        "-ERR Error loading ACLs, opening file 'users.acl': No such file or directory\r\n"
+    );
+    server.terminate();
+}
