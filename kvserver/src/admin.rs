@@ -438,9 +438,6 @@ pub async fn info_text(shard: &Shard, sections: &[&[u8]]) -> String {
     text
 }
 
-/// CONFIG REWRITE: the file the server started with, brought up to date (see
-/// `kvcore::config::Config::rewrite`), replaced atomically: a new file beside it, synced,
-/// renamed over it, and the directory synced.
 /// ACL LOAD and ACL SAVE (`sub`), with the `aclfile`; `true` when the client must close after
 /// its reply (ACL LOAD removed its user, as Redis closes it).
 fn acl_file(
@@ -473,16 +470,11 @@ fn acl_file(
     }
     let loaded = crate::persist::read_acl_file(&path, &name)
         .map_err(String::into_bytes)
-        .and_then(|text| acl.load(&text, &name));
+        .and_then(|text| acl.load(&text, &name, me.id));
     match loaded {
         Ok(gone) => {
-            // The clients of users the file no longer has are disconnected; this one after
-            // its reply.
-            for name in &gone {
-                shard
-                    .global
-                    .kill(|e| e.id != me.id && *lock(&e.user) == name[..]);
-            }
+            // (The clients of users the file no longer has are disconnected as deleted
+            // users' are; this one after its reply.)
             w.ok();
             gone.iter().any(|n| n[..] == *session.user.name())
         }
@@ -495,6 +487,9 @@ fn acl_file(
     }
 }
 
+/// CONFIG REWRITE: the file the server started with, brought up to date (see
+/// `kvcore::config::Config::rewrite`), replaced atomically: a new file beside it, synced,
+/// renamed over it, and the directory synced.
 fn rewrite_config(shard: &Shard) -> Result<(), String> {
     let Some(path) = shard.global.opts.config_file.clone() else {
         return Err("ERR The server is running without a config file".into());

@@ -562,7 +562,7 @@ fn acl_setup(global: &Arc<Global>) -> Result<(), String> {
     }
     if !aclfile.is_empty() {
         let text = persist::read_acl_file(&persist::acl_file_path(&opts.store, aclfile), aclfile)?;
-        acl.load(&text, aclfile).map_err(|e| {
+        acl.load(&text, aclfile, 0).map_err(|e| {
             format!(
                 "Aborting startup because of ACL errors: {}",
                 String::from_utf8_lossy(&e)

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use catalog::CATEGORIES;
-pub use user::has_spaces;
+pub(crate) use user::has_spaces;
 pub use user::{Denial, RuleError, Selector, User};
 
 use crate::Session;
@@ -315,16 +315,16 @@ impl Acl {
     /// Replaces every user by those of an ACL file's `text` (ACL LOAD, and the start with an
     /// `aclfile`), all or nothing, as Redis's `ACLLoadFromFile`: each line `user <name>
     /// <rules>`, applied to a new user; a file without a `default` user gets the default one.
-    /// `Ok`: the names of the users the file no longer has, whose clients the host
-    /// disconnects. `Err`: Redis's text naming each bad line by `file` and its number; the
-    /// users are unchanged.
-    pub fn load(&self, text: &[u8], file: &str) -> Result<Vec<Vec<u8>>, Vec<u8>> {
+    /// `Ok`: the names of the users the file no longer has; the host is told of each, as of
+    /// a deleted one (see [`OnDelete`]; `by`: the loading client). `Err`: Redis's text naming
+    /// each bad line by `file` and its number; the users are unchanged.
+    pub fn load(&self, text: &[u8], file: &str, by: u64) -> Result<Vec<Vec<u8>>, Vec<u8>> {
         let pubsub_all = self.state().pubsub_all;
         let mut users: BTreeMap<Vec<u8>, Arc<User>> = BTreeMap::new();
         let mut errors = String::new();
         for (i, line) in text.split(|&b| b == b'\n').enumerate() {
             let n = i + 1;
-            let line = trim_end_of(trim_start_of(line, b" \t\r\n"), b" \t\r\n");
+            let line = trim(line, b" \t\r\n");
             if line.is_empty() {
                 continue;
             }
@@ -360,7 +360,7 @@ impl Acl {
             };
             let mut syntax_error = false;
             for rule in &rules {
-                let rule = trim_end_of(trim_start_of(rule, b"\t\r\n"), b"\t\r\n");
+                let rule = trim(rule, b"\t\r\n");
                 match user.apply(rule, pubsub_all) {
                     Ok(()) => {}
                     // A rule naming no command says so each time (it shows nothing secret).
@@ -388,14 +388,16 @@ impl Acl {
         users
             .entry(b"default".to_vec())
             .or_insert_with(|| Arc::new(User::new_default()));
-        Ok(self.change(|st| {
+        let gone: Vec<Vec<u8>> = self.change(|st| {
             let gone = (st.users.keys())
                 .filter(|name| !users.contains_key(*name))
                 .cloned()
                 .collect();
             st.users = users;
             (gone, true)
-        }))
+        });
+        self.tell_deleted(&gone, by);
+        Ok(gone)
     }
 
     /// Creates or changes user `name` by `rules`, all or nothing (ACL SETUSER). `Err` is
@@ -439,12 +441,17 @@ impl Acl {
             let changed = !gone.is_empty();
             (gone, changed)
         });
+        self.tell_deleted(&gone, by);
+        gone.len()
+    }
+
+    /// Tells the host of deleted users (see [`OnDelete`]).
+    fn tell_deleted(&self, gone: &[Vec<u8>], by: u64) {
         if let Some(hook) = lock(&self.0.on_delete).as_ref() {
-            for name in &gone {
+            for name in gone {
                 hook(name, by);
             }
         }
-        gone.len()
     }
 
     /// `requirepass` set (at start, CONFIG SET): the `default` user's password, or none
@@ -608,9 +615,14 @@ impl LogEntry {
     }
 }
 
-/// `s` up to its first NUL, as Redis's `%s` formats it.
-/// `s` without the bytes of `set` at its end.
-fn trim_end_of<'s>(mut s: &'s [u8], set: &[u8]) -> &'s [u8] {
+/// `s` without the bytes of `set` at either end (Redis's `sdstrim`).
+fn trim<'s>(mut s: &'s [u8], set: &[u8]) -> &'s [u8] {
+    while let [first, rest @ ..] = s {
+        if !set.contains(first) {
+            break;
+        }
+        s = rest;
+    }
     while let [rest @ .., last] = s {
         if !set.contains(last) {
             break;
@@ -620,17 +632,7 @@ fn trim_end_of<'s>(mut s: &'s [u8], set: &[u8]) -> &'s [u8] {
     s
 }
 
-/// `s` without the bytes of `set` at its start.
-fn trim_start_of<'s>(mut s: &'s [u8], set: &[u8]) -> &'s [u8] {
-    while let [first, rest @ ..] = s {
-        if !set.contains(first) {
-            break;
-        }
-        s = rest;
-    }
-    s
-}
-
+/// `s` up to its first NUL, as Redis's `%s` formats it.
 fn c_str(s: &[u8]) -> &[u8] {
     s.split(|&b| b == 0).next().unwrap_or_default()
 }

@@ -315,7 +315,7 @@ fn a_bad_acl_file_changes_nothing_and_names_every_bad_line() {
     let acl = acl_with(b"zed", &["on", ">zz", "+ping"]);
     let before = acl.list();
     let epoch = acl.epoch();
-    let err = acl.load(BAD_FILE.as_bytes(), "users.acl").unwrap_err();
+    let err = acl.load(BAD_FILE.as_bytes(), "users.acl", 0).unwrap_err();
     assert_eq!(String::from_utf8(err).unwrap(), BAD_FILE_ERRORS);
     assert_eq!(acl.list(), before);
     assert_eq!(acl.epoch(), epoch, "nothing changed, nobody looks again");
@@ -329,7 +329,7 @@ fn an_acl_file_replaces_every_user() {
     // Redis 7.4.1 loads this (tabs and a carriage return at the ends of a line, two spaces
     // between rules, no default user) into the ACL LIST below.
     let file = "user alice on >pw ~k* +get\t\r\n  user bob off  -@all +set\n";
-    let gone = acl.load(file.as_bytes(), "users.acl").unwrap();
+    let gone = acl.load(file.as_bytes(), "users.acl", 0).unwrap();
     assert_eq!(
         gone,
         vec![b"zed".to_vec()],
@@ -364,7 +364,7 @@ fn the_saved_file_loads_back_to_the_same_users() {
     let text = acl.file_text();
     assert!(text.ends_with(b"\n"));
     let copy = Acl::default();
-    assert_eq!(copy.load(&text, "f").unwrap(), Vec::<Vec<u8>>::new());
+    assert_eq!(copy.load(&text, "f", 0).unwrap(), Vec::<Vec<u8>>::new());
     assert_eq!(copy.list(), acl.list());
     assert!(
         !copy.default_open(),

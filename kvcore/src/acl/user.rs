@@ -112,7 +112,7 @@ pub struct Selector {
 }
 
 /// Whether `s` has a space or a NUL (Redis's `ACLStringHasSpaces`).
-pub fn has_spaces(s: &[u8]) -> bool {
+pub(crate) fn has_spaces(s: &[u8]) -> bool {
     s.iter()
         .any(|&b| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c | 0))
 }

@@ -784,7 +784,6 @@ impl<'a> Conn<'a> {
                 return Ok(End::Closed);
             }
             shard.net.read(n);
-            self.check_subscriptions()?;
             input.end += n;
             if input.end - input.start < input.wait_for {
                 continue;
@@ -866,7 +865,8 @@ impl<'a> Conn<'a> {
 
     /// A subscriber whose user no longer allows all of its subscriptions (see
     /// [`pubsub::Subscriptions::revoked`]) is disconnected: an error. Looked at before each
-    /// delivery and each read batch, so nothing published after the change reaches it.
+    /// delivery (so nothing published after the change reaches it), and when a change to the
+    /// users wakes the subscriber ([`pubsub::wake_subscribers`]).
     fn check_subscriptions(&mut self) -> std::io::Result<()> {
         let Conn {
             subs: Some(subs),

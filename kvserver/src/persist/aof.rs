@@ -724,10 +724,7 @@ fn writer(mut file: std::fs::File, rx: mpsc::Receiver<Msg>, mut fsync: Fsync, si
                         );
                         std::process::exit(1);
                     }
-                    // The system's words, without Rust's "(os error N)".
-                    let text = e.to_string();
-                    let text = text.split(" (os error").next().unwrap_or("").to_string();
-                    *crate::global::lock(&sizes.error) = Some(text);
+                    *crate::global::lock(&sizes.error) = Some(super::strerror(&e));
                     if !sizes.failed.swap(true, Ordering::Relaxed) {
                         crate::log!(3, "Error writing to the AOF file: {e}");
                     }
