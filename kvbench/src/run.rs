@@ -47,6 +47,9 @@ pub struct WorkloadResult {
     pub client_cpu_us_per_req: f64,
     /// Server CPU µs per request (utime + stime from /proc), when the server is local.
     pub server_cpu_us_per_req: Option<f64>,
+    /// Open loop: how late the client sent its batches after their intended times, µs
+    /// (p50, p99, max). The latencies include it.
+    pub send_lag_us: Option<[f64; 3]>,
 }
 
 impl WorkloadResult {
@@ -64,6 +67,11 @@ impl WorkloadResult {
             all: out.total().summary("all", out.secs),
             client_cpu_us_per_req: out.client_cpu_secs * 1e6 / n,
             server_cpu_us_per_req: server_cpu_secs.map(|s| s * 1e6 / n),
+            send_lag_us: (!out.send_lag.hist.is_empty()).then(|| {
+                let h = &out.send_lag.hist;
+                let us = |q: f64| h.value_at_quantile(q) as f64 / 1e3;
+                [us(0.5), us(0.99), h.max() as f64 / 1e3]
+            }),
         }
     }
 
@@ -83,6 +91,11 @@ impl WorkloadResult {
             "  CPU µs/request: server {server}, client {:.3}",
             self.client_cpu_us_per_req
         );
+        if let Some([p50, p99, max]) = self.send_lag_us {
+            println!(
+                "  client send lag µs (included above): p50 {p50:.1}, p99 {p99:.1}, max {max:.1}"
+            );
+        }
         for c in &self.commands {
             if let Some(e) = &c.first_error {
                 println!("  {} errors in {}, first: {e}", c.errors, c.name);

@@ -270,6 +270,14 @@ fn open_loop_ratio_holds_its_rate() {
     let sets = cmds[0]["requests"].as_f64().unwrap();
     let gets = cmds[1]["requests"].as_f64().unwrap();
     assert!((gets / sets - 4.0).abs() < 0.1, "sets {sets} gets {gets}");
+    // How late the client sent is reported in open loop, in order.
+    let lag: Vec<f64> = r["send_lag_us"]
+        .as_array()
+        .expect("send_lag_us in open loop")
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(lag[0] <= lag[1] && lag[1] <= lag[2], "send lag {lag:?}");
 }
 
 #[test]
