@@ -63,8 +63,12 @@ for r in $(seq "$ROUNDS"); do
       pid=$(tail -1 "$tmp/pids")
       redis-cli -p $port config set latency-monitor-threshold 1 >/dev/null
       before=$(sched_counters "$pid")
-      line=$(target/release/kvbench run -p $port "${args[@]}" --load-cpus 1 2>&1 | grep -A1 'ops/s' | tail -1)
+      out=$(target/release/kvbench run -p $port "${args[@]}" --load-cpus 1 2>&1)
+      line=$(grep -A1 'ops/s' <<<"$out" | tail -1)
       echo "round $r $name $s: $line"
+      # How late the client itself sent (kvbench keeps to its schedule to the microsecond; a
+      # large lag would be the client's, not the server's, and is inside the latencies).
+      echo "    $(grep -o 'client send lag.*' <<<"$out")"
       echo "    where the server's time went: $(server_side "$port" "$pid" "$before")"
       echo "$name $s $line" >>"$tmp/res"
       kill "$(tail -1 "$tmp/pids")"; wait "$(tail -1 "$tmp/pids")" 2>/dev/null || true
