@@ -233,7 +233,7 @@ impl<'a> Thread<'a> {
             Duration::from_secs_f64((cfg.clients * cfg.pipeline.max(1)) as f64 / r.max(1e-3))
         });
         let timer = match interval {
-            Some(_) => Some(Timer::new(&poll, TIMER)?),
+            Some(_) => Some(Timer::new(&poll)?),
             None => None,
         };
         Ok(Thread {
@@ -485,7 +485,8 @@ struct Timer {
 }
 
 impl Timer {
-    fn new(poll: &Poll, token: Token) -> io::Result<Timer> {
+    /// A timer registered in `poll` under [`TIMER`], not set.
+    fn new(poll: &Poll) -> io::Result<Timer> {
         // SAFETY: a plain system call with constant flags; the result is checked below.
         let raw = unsafe {
             libc::timerfd_create(
@@ -499,7 +500,7 @@ impl Timer {
         // SAFETY: `raw` is a descriptor just created here, owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         poll.registry()
-            .register(&mut SourceFd(&fd.as_raw_fd()), token, Interest::READABLE)?;
+            .register(&mut SourceFd(&fd.as_raw_fd()), TIMER, Interest::READABLE)?;
         Ok(Timer { fd, armed: None })
     }
 
@@ -608,7 +609,7 @@ mod tests {
     #[test]
     fn timer_wakes_the_poll_to_the_microsecond() {
         let mut poll = Poll::new().unwrap();
-        let mut timer = Timer::new(&poll, TIMER).unwrap();
+        let mut timer = Timer::new(&poll).unwrap();
         let mut events = Events::with_capacity(4);
         let wait = Duration::from_micros(200);
         // The best of a few tries, so that a busy machine does not fail the test.
