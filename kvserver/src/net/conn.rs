@@ -311,8 +311,9 @@ enum Step {
 }
 
 /// What the connection does after a command it ran without an `await` ([`Conn::try_now`]):
-/// a [`Step`] with nothing to carry, so that it is returned in registers.
-#[derive(Clone, Copy)]
+/// a [`Step`] with nothing to carry, so that it is returned in registers. Also what it does
+/// after a read batch ([`Conn::serve_batch`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Ran {
     Go,
     Close,
@@ -785,8 +786,7 @@ impl<'a> Conn<'a> {
                 continue;
             }
             input.wait_for = 0;
-            let commands = self.serve_batch(stream, &mut input).await?;
-            let close = commands.is_none();
+            let close = self.serve_batch(stream, &mut input).await? == Ran::Close;
             if close {
                 if let Some(args) = self.psync.take() {
                     self.write_out(stream).await?;
@@ -876,13 +876,13 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
-    /// Parses and runs the commands of `input`: how many ran, or `None` when the connection
-    /// must close after the replies are written.
+    /// Parses and runs the commands of `input`: [`Ran::Close`] when the connection must close
+    /// after the replies are written.
     async fn serve_batch(
         &mut self,
         stream: &mut TcpStream,
         input: &mut Input,
-    ) -> std::io::Result<Option<usize>> {
+    ) -> std::io::Result<Ran> {
         self.shard.db.borrow_mut().refresh_clock();
         let Input {
             rbuf,
@@ -893,7 +893,6 @@ impl<'a> Conn<'a> {
         } = input;
         let mut pos = *start;
         let mut close = false;
-        let mut commands = 0;
         // (The session's lap, `Session::lap`, holds when the last command run here ended
         // while nothing was awaited since: it is ended wherever the batch waits or stops.)
         let mut plain = self.plain();
@@ -939,7 +938,7 @@ impl<'a> Conn<'a> {
                             self.out.extend_from_slice(b"\r\n");
                             log!(1, "protocol error from client {}: {e}", self.entry.id);
                             *start = pos;
-                            return Ok(None);
+                            return Ok(Ran::Close);
                         }
                     }
                 } else {
@@ -955,13 +954,11 @@ impl<'a> Conn<'a> {
                     if args.is_empty() {
                         continue;
                     }
-                    commands += 1;
                     if plain && express.or_else(|| Express::of(args)).is_some() {
                         // The run of express commands from this one on, in one call.
                         let (ran, end) = self.run_express(&window, next - 1, &mut lane);
                         if ran > 0 {
                             next += ran - 1;
-                            commands += ran - 1;
                             pos = end;
                             if self.out.len() >= FLUSH_AT {
                                 self.end_lap();
@@ -1080,7 +1077,7 @@ impl<'a> Conn<'a> {
         self.end_lap();
         self.resolve().await;
         *start = pos;
-        Ok((!close).then_some(commands))
+        Ok(if close { Ran::Close } else { Ran::Go })
     }
 
     /// Ends the batch's lap where it waits or stops (see `Session::lap`): a run of express
@@ -2050,19 +2047,19 @@ impl<'a> Conn<'a> {
             if scan.remote_tx {
                 self.apply_run(input, scan.end, scan.targets).await;
             } else if scan.end > input.start
-                && self.serve_upto(stream, input, scan.end).await?.is_none()
+                && self.serve_upto(stream, input, scan.end).await? == Ran::Close
             {
-                break None;
+                break Ran::Close;
             }
             match scan.unit {
                 Some(end) => {
-                    if self.serve_upto(stream, input, end).await?.is_none() {
-                        break None;
+                    if self.serve_upto(stream, input, end).await? == Ran::Close {
+                        break Ran::Close;
                     }
                 }
                 // A transaction whose EXEC has not come yet waits for it whole, so that the
                 // next batch starts with it rather than inside it.
-                None if scan.open_tx => break Some(0),
+                None if scan.open_tx => break Ran::Go,
                 None => break self.serve_batch(stream, input).await?,
             }
         };
@@ -2101,7 +2098,7 @@ impl<'a> Conn<'a> {
         }
         drop(gate);
         self.write_out(stream).await?;
-        if done.is_none() {
+        if done == Ran::Close {
             return Err(std::io::Error::other(
                 "the master's stream broke the protocol",
             ));
@@ -2126,7 +2123,7 @@ impl<'a> Conn<'a> {
         stream: &mut TcpStream,
         input: &mut Input,
         end: usize,
-    ) -> std::io::Result<Option<usize>> {
+    ) -> std::io::Result<Ran> {
         let full = input.end;
         input.end = end;
         let done = self.serve_batch(stream, input).await;
