@@ -14,7 +14,8 @@
 # e.g. scripts/batch-footprint.sh "target/release/kvbench null-server --port {PORT}"
 # (The cut assumes the batches are nearly all the process does. For redis-server it is not so:
 # its runs came out at ~105,000 instructions per 16 SETs, far beyond what the commands take,
-# likely its timers, which weigh more under valgrind's slowdown; its figures are not per batch.)
+# likely its timers, which weigh more under valgrind's slowdown; its figures are not per batch.
+# Our server's 10 Hz timers land in some of the runs too: the lower quartile shows runs without.)
 # Needs valgrind, redis-cli and redis-benchmark; a run takes a minute or two and ~1 GB of /tmp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,8 @@ with open(path) as f:
                 code, data = set(), set()
         elif l[:2] in (" L", " S", " M"):
             data.add(int(l[3:].split(",")[0], 16) >> 6)
+q = lambda xs: st.quantiles(xs, n=4)
 print(f"{batches} batches of {p}: {per} instructions, "
-      f"{st.median(cl):.0f} code lines, {st.median(dl):.0f} data lines a batch (medians)")
+      f"{st.median(cl):.0f} code lines, {st.median(dl):.0f} data lines a batch (medians; "
+      f"quartiles {q(cl)[0]:.0f}-{q(cl)[2]:.0f} and {q(dl)[0]:.0f}-{q(dl)[2]:.0f})")
 PY
