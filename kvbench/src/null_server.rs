@@ -5,8 +5,9 @@
 //! the bottleneck, so `calibrate --null-server` shows what each load
 //! generator costs per request when it runs flat out; and its own CPU time
 //! per request is the I/O floor of an event model. This module is the mio
-//! (epoll) loop, the default; `--io uring` runs [`crate::null_uring`], which
-//! gives the same replies.
+//! (epoll) loop, the default, and the same work on tokio (`--io tokio`: a task
+//! per connection; `--io nested`: the mio loop as one tokio task); `--io uring`
+//! runs [`crate::null_uring`]. All give the same replies.
 
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
@@ -39,6 +40,12 @@ pub enum Io {
     /// io_uring: multishot accept, multishot recv into a provided-buffer ring, one send per
     /// connection per loop turn.
     Uring,
+    /// tokio's current-thread runtime, a task per connection on a `LocalSet` (as kvserver's
+    /// shards serve their clients).
+    Tokio,
+    /// The epoll loop as a task of tokio's current-thread runtime: its epoll instance
+    /// registered in tokio's.
+    Nested,
 }
 
 /// Unanswered input (or unsent output) a connection may hold before it is closed.
@@ -70,6 +77,8 @@ pub fn main(args: NullArgs) -> Result<i32, String> {
     let listener = std::net::TcpListener::bind(addr).map_err(|e| fail(e.to_string()))?;
     match args.io {
         Io::Epoll => serve(listener, args.execute).map_err(|e| fail(e.to_string()))?,
+        Io::Tokio => serve_tokio(listener, args.execute).map_err(|e| fail(e.to_string()))?,
+        Io::Nested => serve_nested(listener, args.execute).map_err(|e| fail(e.to_string()))?,
         Io::Uring => {
             let server = crate::null_uring::Server::new(listener).map_err(fail)?;
             return Err(fail(server.run().to_string()));
@@ -92,6 +101,46 @@ pub fn answer(parser: &mut Parser, buf: &[u8], out: &mut Vec<u8>) -> Option<usiz
     })
 }
 
+/// Runs every whole command at the start of `buf` on `db`, as kvserver runs a read batch: the
+/// clock read once, GET and SET through the express lane (`Db::express_admitted`, timed together
+/// in the session's lap) while the store admits them, the rest through `Db::dispatch`; returns
+/// the bytes they used, or `None` on a protocol error.
+fn execute(
+    db: &mut kvcore::Db,
+    session: &mut kvcore::Session,
+    parser: &mut Parser,
+    buf: &[u8],
+    out: &mut Vec<u8>,
+) -> Option<usize> {
+    db.refresh_clock();
+    if !db.acl.is_free(session) {
+        // The session's view of its ACL user, which `Db::admits` reads (kvserver's gate
+        // refreshes it too).
+        db.acl.refresh(session);
+    }
+    let mut pos = 0;
+    loop {
+        if db.express_open(session) && db.admits(session) {
+            session.lapping = true;
+            while let Some((x, args, consumed)) = parser.scan_express(&buf[pos..]) {
+                db.express_admitted(session, x, &args[..x.arity()], out);
+                pos += consumed;
+            }
+            session.lapping = false;
+        }
+        db.end_lap(&mut session.lap, session.id);
+        match parser.parse(&buf[pos..]) {
+            Ok(Parsed::Command { args, consumed }) => {
+                db.dispatch(session, &args, out);
+                pos += consumed;
+            }
+            Ok(Parsed::Incomplete { .. }) => break,
+            Err(_) => return None,
+        }
+    }
+    Some(pos)
+}
+
 /// Calls `f` on every whole command at the start of `buf`; returns the bytes they used, or
 /// `None` on a protocol error.
 fn each_command(parser: &mut Parser, buf: &[u8], mut f: impl FnMut(&[&[u8]])) -> Option<usize> {
@@ -112,22 +161,104 @@ fn each_command(parser: &mut Parser, buf: &[u8], mut f: impl FnMut(&[&[u8]])) ->
 /// The mio loop on an already bound listener; returns only on an error. With `execute`,
 /// commands run on one embedded `Db`.
 pub fn serve(listener: std::net::TcpListener, execute: bool) -> io::Result<()> {
-    let mut db = execute.then(kvcore::Db::new);
-    listener.set_nonblocking(true)?;
-    let mut listener = TcpListener::from_std(listener);
-    let mut poll = Poll::new()?;
-    poll.registry()
-        .register(&mut listener, LISTENER, Interest::READABLE)?;
-    let mut conns: Vec<Option<Conn>> = Vec::new();
-    let mut events = Events::with_capacity(1024);
+    let mut lp = Loop::new(listener, execute)?;
     loop {
-        if let Err(e) = poll.poll(&mut events, None) {
+        if let Err(e) = lp.poll.poll(&mut lp.events, None) {
             if e.kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return Err(e);
         }
-        for ev in &events {
+        lp.handle()?;
+    }
+}
+
+/// [`serve`]'s loop driven from a task of a tokio current-thread runtime: the loop's epoll
+/// instance is registered in tokio's (an epoll descriptor is readable while it has events),
+/// the task waits for it and then takes the ready connections with a zero-timeout poll,
+/// as a server that serves most connections from one such loop beside its tokio tasks
+/// would (one more `epoll_wait` per wakeup than [`serve`]).
+pub fn serve_nested(listener: std::net::TcpListener, execute: bool) -> io::Result<()> {
+    use std::os::fd::{AsRawFd, RawFd};
+    struct Fd(RawFd);
+    impl AsRawFd for Fd {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let mut lp = Loop::new(listener, execute)?;
+        // SAFETY: the descriptor is the epoll instance of `lp`, which is declared before `fd`
+        // and so outlives it, and never replaced.
+        let fd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                Fd(lp.poll.as_raw_fd()),
+                tokio::io::Interest::READABLE,
+            )
+        }
+        .map_err(io::Error::from)?;
+        loop {
+            let mut ready = fd.readable().await?;
+            loop {
+                match lp
+                    .poll
+                    .poll(&mut lp.events, Some(std::time::Duration::ZERO))
+                {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    r => r?,
+                }
+                let full = lp.events.iter().count() == lp.events.capacity();
+                lp.handle()?;
+                if !full {
+                    break;
+                }
+            }
+            // (An event that arrives from here on wakes the task again: the outer epoll
+            // hears of every event added to the inner one.)
+            ready.clear_ready();
+        }
+    })
+}
+
+/// The state of the mio loop: its epoll instance, the listener, the connections.
+struct Loop {
+    poll: Poll,
+    events: Events,
+    listener: TcpListener,
+    conns: Vec<Option<Conn>>,
+    db: Option<kvcore::Db>,
+}
+
+impl Loop {
+    fn new(listener: std::net::TcpListener, execute: bool) -> io::Result<Loop> {
+        listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(listener);
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        Ok(Loop {
+            poll,
+            events: Events::with_capacity(1024),
+            listener,
+            conns: Vec::new(),
+            db: execute.then(kvcore::Db::new),
+        })
+    }
+
+    /// Accepts and serves what the last poll reported.
+    fn handle(&mut self) -> io::Result<()> {
+        let Loop {
+            poll,
+            events,
+            listener,
+            conns,
+            db,
+        } = self;
+        for ev in events.iter() {
             if ev.token() == LISTENER {
                 loop {
                     match listener.accept() {
@@ -163,12 +294,13 @@ pub fn serve(listener: std::net::TcpListener, execute: bool) -> io::Result<()> {
             let Some(c) = conns.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
-            if serve_conn(c, db.as_mut(), &poll, Token(i)).is_err() {
+            if serve_conn(c, db.as_mut(), poll, Token(i)).is_err() {
                 if let Some(mut c) = conns[i].take() {
                     let _ = poll.registry().deregister(&mut c.sock);
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -202,9 +334,7 @@ fn serve_conn(
         c.len += got;
         let input = &c.input[..c.len];
         let pos = match db.as_deref_mut() {
-            Some(db) => each_command(&mut c.parser, input, |args| {
-                db.dispatch(&mut c.session, args, &mut c.out)
-            }),
+            Some(db) => execute(db, &mut c.session, &mut c.parser, input, &mut c.out),
             None => answer(&mut c.parser, input, &mut c.out),
         }
         .ok_or(io::ErrorKind::InvalidData)?;
@@ -240,4 +370,103 @@ fn serve_conn(
         poll.registry().reregister(&mut c.sock, token, interest)?;
     }
     Ok(())
+}
+
+/// [`serve`] on tokio: a task per connection, each reading, answering and writing as
+/// [`serve_conn`] does; with `execute`, commands run on one embedded `Db` shared by the tasks.
+pub fn serve_tokio(listener: std::net::TcpListener, execute: bool) -> io::Result<()> {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    listener.set_nonblocking(true)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let db = Rc::new(RefCell::new(execute.then(kvcore::Db::new)));
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        loop {
+            let (sock, _) = listener.accept().await?;
+            sock.set_nodelay(true)?;
+            tokio::task::spawn_local(serve_tokio_conn(sock, db.clone()));
+        }
+    })
+}
+
+/// One connection of [`serve_tokio`]: read once when readable, answer, write it all.
+async fn serve_tokio_conn(
+    sock: tokio::net::TcpStream,
+    db: std::rc::Rc<std::cell::RefCell<Option<kvcore::Db>>>,
+) {
+    let mut parser = Parser::new(LIMITS);
+    let mut session = kvcore::Session {
+        authenticated: true,
+        ..kvcore::Session::default()
+    };
+    let mut input = vec![0u8; 64 << 10];
+    let mut len = 0;
+    let mut out = Vec::with_capacity(64 << 10);
+    loop {
+        if std::future::poll_fn(|cx| sock.poll_read_ready(cx))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        if len == input.len() {
+            if input.len() >= MAX_BUF {
+                return;
+            }
+            let grown = input.len() * 2;
+            input.resize(grown, 0);
+        }
+        // One `recv` per batch, as kvserver reads: a short read drained the socket, so its
+        // readiness is cleared then rather than by a second `recv` failing.
+        let room = &mut input[len..];
+        let mut got = 0usize;
+        let r = sock.try_io(tokio::io::Interest::READABLE, || {
+            use std::os::fd::AsRawFd;
+            // SAFETY: `room` is a live, writable buffer of `room.len()` bytes.
+            let n =
+                unsafe { libc::recv(sock.as_raw_fd(), room.as_mut_ptr().cast(), room.len(), 0) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            got = n as usize;
+            if got > 0 && got < room.len() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) if got == 0 => return,
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        }
+        len += got;
+        let buf = &input[..len];
+        let pos = match db.borrow_mut().as_mut() {
+            Some(db) => execute(db, &mut session, &mut parser, buf, &mut out),
+            None => answer(&mut parser, buf, &mut out),
+        };
+        let Some(pos) = pos else { return };
+        input.copy_within(pos..len, 0);
+        len -= pos;
+        let mut sent = 0;
+        while sent < out.len() {
+            match sock.try_write(&out[sent..]) {
+                Ok(k) => sent += k,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if sock.writable().await.is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+        out.clear();
+    }
 }

@@ -1,4 +1,4 @@
-//! Both null-server variants, each started in a thread on a free port, get
+//! Every null-server variant, each started in a thread on a free port, gets
 //! the same bytes and must give the same exact replies.
 
 use std::io::{ErrorKind, Read, Write};
@@ -16,6 +16,10 @@ enum Io {
     UringTwoBuffers,
     /// epoll with commands run on an embedded `Db` (`--execute`).
     EpollExecute,
+    /// A tokio task per connection (`--io tokio`), with `--execute` or not.
+    Tokio(bool),
+    /// The epoll loop in a tokio task (`--io nested`), with `--execute` or not.
+    Nested(bool),
 }
 
 /// Starts a null server; panics (fails the test) if it cannot start, so a
@@ -34,6 +38,16 @@ fn start(io: Io) -> SocketAddr {
             Io::EpollExecute => {
                 let _ = tx.send(Ok(()));
                 let _ = crate::null_server::serve(listener, true);
+                return;
+            }
+            Io::Tokio(execute) => {
+                let _ = tx.send(Ok(()));
+                let _ = crate::null_server::serve_tokio(listener, execute);
+                return;
+            }
+            Io::Nested(execute) => {
+                let _ = tx.send(Ok(()));
+                let _ = crate::null_server::serve_nested(listener, execute);
                 return;
             }
             Io::Uring => 512,
@@ -104,16 +118,22 @@ fn pipelined_and_split(io: Io) {
     expect_exactly(&mut s, b"+PONG\r\n");
 }
 
-/// `--execute` gives kvcore's replies, state kept across connections, split commands waited for.
-#[test]
-fn execute_runs_commands_on_one_db() {
-    let addr = start(Io::EpollExecute);
+/// `--execute` gives kvcore's replies, state kept across connections, split commands waited for;
+/// GET and SET (the express lane) between other commands.
+fn execute_runs_commands_on_one_db(io: Io) {
+    let addr = start(io);
     let mut s = connect(addr);
     s.write_all(b"*6\r\n$4\r\nZADD\r\n$1\r\nz\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n*3\r\n$5\r\nZRANK\r\n$1\r\nz\r\n$1\r\nb\r\nGET z\r\n")
         .expect("write");
     expect_exactly(
         &mut s,
         b":2\r\n:1\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+    );
+    s.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nv1\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*2\r\n$4\r\nINCR\r\n$1\r\nn\r\n*2\r\n$3\r\nget\r\n$1\r\nn\r\n*2\r\n$3\r\nGET\r\n$1\r\nz\r\n*2\r\n$3\r\nGET\r\n$4\r\nnone\r\n")
+        .expect("write");
+    expect_exactly(
+        &mut s,
+        b"+OK\r\n$2\r\nv1\r\n:1\r\n$1\r\n1\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n$-1\r\n",
     );
     let mut t = connect(addr);
     t.write_all(b"*3\r\n$6\r\nZSCORE\r\n$1\r\nz")
@@ -124,8 +144,33 @@ fn execute_runs_commands_on_one_db() {
 }
 
 #[test]
+fn epoll_execute_runs_commands_on_one_db() {
+    execute_runs_commands_on_one_db(Io::EpollExecute);
+}
+
+#[test]
+fn tokio_execute_runs_commands_on_one_db() {
+    execute_runs_commands_on_one_db(Io::Tokio(true));
+}
+
+#[test]
+fn nested_execute_runs_commands_on_one_db() {
+    execute_runs_commands_on_one_db(Io::Nested(true));
+}
+
+#[test]
 fn epoll_replies_to_pipelined_and_split_commands() {
     pipelined_and_split(Io::Epoll);
+}
+
+#[test]
+fn tokio_replies_to_pipelined_and_split_commands() {
+    pipelined_and_split(Io::Tokio(false));
+}
+
+#[test]
+fn nested_replies_to_pipelined_and_split_commands() {
+    pipelined_and_split(Io::Nested(false));
 }
 
 #[test]
@@ -171,6 +216,16 @@ fn large_pipeline(addr: SocketAddr, n: usize) {
 #[test]
 fn epoll_answers_a_large_pipeline_in_order() {
     large_pipeline(start(Io::Epoll), 300_000);
+}
+
+#[test]
+fn tokio_answers_a_large_pipeline_in_order() {
+    large_pipeline(start(Io::Tokio(false)), 300_000);
+}
+
+#[test]
+fn nested_answers_a_large_pipeline_in_order() {
+    large_pipeline(start(Io::Nested(false)), 300_000);
 }
 
 #[test]
@@ -232,4 +287,14 @@ fn epoll_closes_a_connection_past_4_mib_of_input() {
 #[test]
 fn uring_closes_a_connection_past_4_mib_of_input() {
     input_bound(Io::Uring);
+}
+
+#[test]
+fn tokio_closes_a_connection_past_4_mib_of_input() {
+    input_bound(Io::Tokio(false));
+}
+
+#[test]
+fn nested_closes_a_connection_past_4_mib_of_input() {
+    input_bound(Io::Nested(false));
 }
