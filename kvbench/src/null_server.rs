@@ -60,14 +60,68 @@ const LISTENER: Token = Token(usize::MAX);
 
 struct Conn {
     sock: TcpStream,
-    parser: Parser,
-    session: kvcore::Session,
-    input: Vec<u8>,
-    len: usize,
+    input: Input,
     out: Vec<u8>,
     sent: usize,
     /// Registered for writable events (only while a write is stuck, as redis-server does).
     watch_write: bool,
+}
+
+/// A connection's input not answered yet: its buffer, the parser over it, the session its
+/// commands run in.
+struct Input {
+    parser: Parser,
+    session: kvcore::Session,
+    buf: Vec<u8>,
+    len: usize,
+}
+
+impl Input {
+    fn new() -> Input {
+        Input {
+            parser: Parser::new(LIMITS),
+            session: kvcore::Session {
+                authenticated: true,
+                ..kvcore::Session::default()
+            },
+            buf: vec![0; 64 << 10],
+            len: 0,
+        }
+    }
+
+    /// Where the next read goes: the free end of the buffer, which doubles when full; an
+    /// error once it holds [`MAX_BUF`].
+    fn room(&mut self) -> io::Result<&mut [u8]> {
+        if self.len == self.buf.len() {
+            if self.buf.len() >= MAX_BUF {
+                return Err(io::ErrorKind::OutOfMemory.into());
+            }
+            let grown = self.buf.len() * 2;
+            self.buf.resize(grown, 0);
+        }
+        Ok(&mut self.buf[self.len..])
+    }
+
+    /// Takes `got` more bytes read into [`Input::room`], answers the whole commands into `out`
+    /// (run on `db` when there is one, see [`execute`]) and keeps the rest at the front; an
+    /// error on a protocol error.
+    fn answer(
+        &mut self,
+        got: usize,
+        db: Option<&mut kvcore::Db>,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        self.len += got;
+        let buf = &self.buf[..self.len];
+        let pos = match db {
+            Some(db) => execute(db, &mut self.session, &mut self.parser, buf, out),
+            None => answer(&mut self.parser, buf, out),
+        }
+        .ok_or(io::ErrorKind::InvalidData)?;
+        self.buf.copy_within(pos..self.len, 0);
+        self.len -= pos;
+        Ok(())
+    }
 }
 
 /// Serves until killed; returns only on a listener error.
@@ -272,13 +326,7 @@ impl Loop {
                                 .register(&mut sock, Token(i), Interest::READABLE)?;
                             conns[i] = Some(Conn {
                                 sock,
-                                parser: Parser::new(LIMITS),
-                                session: kvcore::Session {
-                                    authenticated: true,
-                                    ..kvcore::Session::default()
-                                },
-                                input: vec![0; 64 << 10],
-                                len: 0,
+                                input: Input::new(),
                                 out: Vec::with_capacity(64 << 10),
                                 sent: 0,
                                 watch_write: false,
@@ -316,31 +364,17 @@ fn serve_conn(
     token: Token,
 ) -> io::Result<()> {
     loop {
-        if c.len == c.input.len() {
-            if c.input.len() >= MAX_BUF {
-                return Err(io::ErrorKind::OutOfMemory.into());
-            }
-            let grown = c.input.len() * 2;
-            c.input.resize(grown, 0);
-        }
-        let room = c.input.len() - c.len;
-        let got = match c.sock.read(&mut c.input[c.len..]) {
+        let room = c.input.room()?;
+        let free = room.len();
+        let got = match c.sock.read(room) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        c.len += got;
-        let input = &c.input[..c.len];
-        let pos = match db.as_deref_mut() {
-            Some(db) => execute(db, &mut c.session, &mut c.parser, input, &mut c.out),
-            None => answer(&mut c.parser, input, &mut c.out),
-        }
-        .ok_or(io::ErrorKind::InvalidData)?;
-        c.input.copy_within(pos..c.len, 0);
-        c.len -= pos;
-        if got < room {
+        c.input.answer(got, db.as_deref_mut(), &mut c.out)?;
+        if got < free {
             break;
         }
     }
@@ -398,13 +432,7 @@ async fn serve_tokio_conn(
     sock: tokio::net::TcpStream,
     db: std::rc::Rc<std::cell::RefCell<Option<kvcore::Db>>>,
 ) {
-    let mut parser = Parser::new(LIMITS);
-    let mut session = kvcore::Session {
-        authenticated: true,
-        ..kvcore::Session::default()
-    };
-    let mut input = vec![0u8; 64 << 10];
-    let mut len = 0;
+    let mut input = Input::new();
     let mut out = Vec::with_capacity(64 << 10);
     loop {
         if std::future::poll_fn(|cx| sock.poll_read_ready(cx))
@@ -413,16 +441,9 @@ async fn serve_tokio_conn(
         {
             return;
         }
-        if len == input.len() {
-            if input.len() >= MAX_BUF {
-                return;
-            }
-            let grown = input.len() * 2;
-            input.resize(grown, 0);
-        }
+        let Ok(room) = input.room() else { return };
         // One `recv` per batch, as kvserver reads: a short read drained the socket, so its
         // readiness is cleared then rather than by a second `recv` failing.
-        let room = &mut input[len..];
         let mut got = 0usize;
         let r = sock.try_io(tokio::io::Interest::READABLE, || {
             use std::os::fd::AsRawFd;
@@ -446,15 +467,12 @@ async fn serve_tokio_conn(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         }
-        len += got;
-        let buf = &input[..len];
-        let pos = match db.borrow_mut().as_mut() {
-            Some(db) => execute(db, &mut session, &mut parser, buf, &mut out),
-            None => answer(&mut parser, buf, &mut out),
-        };
-        let Some(pos) = pos else { return };
-        input.copy_within(pos..len, 0);
-        len -= pos;
+        if input
+            .answer(got, db.borrow_mut().as_mut(), &mut out)
+            .is_err()
+        {
+            return;
+        }
         let mut sent = 0;
         while sent < out.len() {
             match sock.try_write(&out[sent..]) {
