@@ -47,7 +47,9 @@ mod persist;
 mod pubsub;
 mod repl;
 mod shard;
+mod timer;
 
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -274,22 +276,19 @@ fn run(opts: Options) -> Result<(), String> {
                 if let Some(cpu) = cpu {
                     core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
                 }
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_io()
-                    .enable_time()
-                    .build()
-                {
-                    Ok(rt) => rt,
+                let (rt, tokio_fd) = match net::conn::fast::build_runtime() {
+                    Ok(built) => built,
                     Err(e) => {
                         let _ = tx.send(Err(format!("can't start an event loop: {e}")));
                         return;
                     }
                 };
-                let local = tokio::task::LocalSet::new();
-                local.block_on(
-                    &rt,
-                    shard_main(i, n, port, global, inboxes, inbox, tx, keys),
-                );
+                let local = Rc::new(tokio::task::LocalSet::new());
+                let woken = Arc::new(net::conn::fast::Woken::default());
+                let fast = tokio_fd.map(|fd| (local.clone(), fd, woken.clone()));
+                let main = shard_main(i, n, port, global, inboxes, inbox, tx, keys, fast);
+                rt.block_on(net::conn::fast::watched(local.run_until(main), woken));
+                net::conn::fast::uninstall();
             })
     };
     // SO_REUSEPORT would let this process share a port that another server of the same user
@@ -425,6 +424,11 @@ async fn shard_main(
     inbox: UnboundedReceiver<Msg>,
     tx: mpsc::Sender<Result<u16, String>>,
     keys: Vec<kvcore::rdb::LoadedKey>,
+    fast: Option<(
+        Rc<tokio::task::LocalSet>,
+        std::os::fd::RawFd,
+        Arc<net::conn::fast::Woken>,
+    )>,
 ) {
     let bind = global.opts.bind.clone();
     let backlog = global
@@ -498,6 +502,12 @@ async fn shard_main(
     *shard.aof.borrow_mut() = aof;
     shard.events_hook.set(Some(pubsub::publish_events));
     shard::serve_inbox(&shard, inbox);
+    if let Some((local, fd, woken)) = fast {
+        // Plain clients are served from the shard's own loop (see `net::conn::fast`).
+        if let Err(e) = net::conn::fast::install(&shard, local, fd, woken) {
+            log!(1, "the shard's own event loop is off: {e}");
+        }
+    }
     if i == 0 {
         // `replicaof <host> <port>` in the configuration: follow it from the start.
         let of = global.opts.store.get("replicaof").unwrap_or("").to_string();

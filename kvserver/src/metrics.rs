@@ -27,12 +27,12 @@ pub fn bind(addr: &str, port: u16) -> std::io::Result<TcpListener> {
 pub async fn serve(shard: Rc<Shard>, listener: TcpListener) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            crate::timer::sleep(Duration::from_millis(10)).await;
             continue;
         };
         let shard = shard.clone();
         tokio::task::spawn_local(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(10), answer(&shard, stream)).await;
+            let _ = crate::timer::timeout(Duration::from_secs(10), answer(&shard, stream)).await;
         });
     }
 }

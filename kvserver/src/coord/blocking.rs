@@ -393,7 +393,7 @@ async fn withdraw(shard: &Shard, registered: Vec<(usize, Vec<u8>)>, id: u64) {
 
 async fn until(deadline: Option<tokio::time::Instant>) {
     match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
+        Some(at) => crate::timer::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -41,6 +41,10 @@ use crate::shard::{BatchReply, BufPool, Handoff, RemoteBatch, Shard};
 use crate::{admin, log};
 
 mod acl;
+pub mod fast;
+mod lane;
+
+use lane::Lanes;
 
 const READ_CHUNK: usize = BufPool::CHUNK;
 /// Replies are written out once this many bytes are waiting, even mid-batch.
@@ -246,6 +250,25 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
         local: crate::net::is_local(peer.ip()),
         ..Session::default()
     };
+    if fast::active() {
+        match stream.into_std() {
+            Ok(stream) => match fast::adopt(stream, session, entry.clone()) {
+                Ok(()) => {}
+                Err(back) => match TcpStream::from_std(back.0) {
+                    Ok(stream) => serve_conn(shard, stream, back.1, entry).await,
+                    Err(e) => {
+                        log!(3, "client {id}: {e}");
+                        forget(&shard, &entry);
+                    }
+                },
+            },
+            Err(e) => {
+                log!(3, "client {id}: {e}");
+                forget(&shard, &entry);
+            }
+        }
+        return;
+    }
     serve_conn(shard, stream, session, entry).await;
 }
 
@@ -260,12 +283,26 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
 /// meanwhile wait in the socket.
 pub async fn serve_conn(
     shard: Rc<Shard>,
+    stream: TcpStream,
+    session: Session,
+    entry: Arc<ClientEntry>,
+) {
+    serve_carried(shard, stream, session, entry, Vec::new(), Vec::new()).await;
+}
+
+/// [`serve_conn`] for a client that comes from the shard's own loop ([`fast`]) with `input`
+/// it sent that did not run yet and the replies `out` not yet written.
+async fn serve_carried(
+    shard: Rc<Shard>,
     mut stream: TcpStream,
     mut session: Session,
     entry: Arc<ClientEntry>,
+    input: Vec<u8>,
+    out: Vec<u8>,
 ) {
     let mut conn = Conn::new(&shard, &entry, &mut session);
-    let end = conn.serve(&mut stream).await;
+    conn.out = out;
+    let end = conn.serve(&mut stream, input).await;
     conn.leave().await;
     drop(conn);
     match end {
@@ -587,7 +624,7 @@ struct MasterSide {
     /// `repl-timeout`.
     timeout: Duration,
     /// Fires every second while the master is quiet: acknowledge, look at the link.
-    tick: std::pin::Pin<Box<tokio::time::Sleep>>,
+    tick: crate::timer::Sleep,
     /// Where in this batch the transaction still open began.
     tx_from: Option<usize>,
     /// The bytes of a transaction begun in an earlier batch and still open: they count (and go
@@ -647,11 +684,11 @@ pub async fn serve_master(
         last_ack: std::time::Instant::now(),
         last_io: std::time::Instant::now(),
         timeout,
-        tick: Box::pin(tokio::time::sleep(Duration::from_secs(1))),
+        tick: crate::timer::Sleep::new(Duration::from_secs(1)),
         tx_from: None,
         pending: Vec::new(),
     }));
-    let end = conn.serve(&mut stream).await;
+    let end = conn.serve(&mut stream, Vec::new()).await;
     conn.leave().await;
     drop(conn);
     if let Err(e) = end {
@@ -695,8 +732,9 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// Serves batches until the client goes or moves.
-    async fn serve(&mut self, stream: &mut TcpStream) -> std::io::Result<End> {
+    /// Serves batches until the client goes or moves; `carried`: what it sent that did not
+    /// run yet, served first.
+    async fn serve(&mut self, stream: &mut TcpStream, carried: Vec<u8>) -> std::io::Result<End> {
         let shard = self.shard;
         let mut input = Input {
             rbuf: Vec::new(),
@@ -722,68 +760,83 @@ impl<'a> Conn<'a> {
                 self.send_ack(stream).await?;
             }
         }
-        loop {
-            if self.link.is_some() {
-                match self.master_wait(stream, &mut input).await? {
-                    Some(Woke::Read(0)) | None => return Ok(End::Closed),
-                    Some(_) => {}
+        // (Replies carried need writing even when no input came with them.)
+        let mut ready = !carried.is_empty() || !self.out.is_empty();
+        if !carried.is_empty() {
+            input.end = carried.len();
+            input.rbuf = carried;
+            let len = input.end.max(READ_CHUNK);
+            input.rbuf.resize(len, 0);
+        }
+        'serve: loop {
+            'read: {
+                if std::mem::take(&mut ready) {
+                    // What came with the client is served before anything is read.
+                    break 'read;
                 }
-                continue;
-            }
-            let woke = if input.end == 0 {
-                // Nothing partial is held: give the buffers back while the client is quiet, so
-                // an idle connection costs no buffer memory.
-                if !input.rbuf.is_empty() {
-                    let mut pool = shard.bufs.borrow_mut();
-                    pool.put_read(std::mem::take(&mut input.rbuf));
-                    pool.put_out(std::mem::take(&mut self.out));
-                }
-                if self.hops >= MOVE_AFTER && self.settled() {
-                    return Ok(End::Move(self.hop_to));
-                }
-                let woke = read_idle(shard, stream, &mut input.rbuf, self.mailbox()).await?;
-                if self.out.capacity() == 0 {
-                    self.out = shard.bufs.borrow_mut().take_out();
-                }
-                woke
-            } else {
-                if input.end == input.rbuf.len() {
-                    if input.start > 0 {
-                        input.rbuf.copy_within(input.start..input.end, 0);
-                        input.end -= input.start;
-                        input.start = 0;
-                    } else if input.rbuf.len() >= self.query_limit {
-                        shard
-                            .global
-                            .query_limit_disconnections
-                            .fetch_add(1, Ordering::Relaxed);
-                        return Err(std::io::Error::other(
-                            "closing client that reached the max query buffer length",
-                        ));
-                    } else {
-                        // One command is larger than the buffer: grow by what was received,
-                        // never by a length the client only declared.
-                        let new_len = (input.rbuf.len() * 2).min(self.query_limit.max(READ_CHUNK));
-                        input.rbuf.resize(new_len, 0);
+                if self.link.is_some() {
+                    match self.master_wait(stream, &mut input).await? {
+                        Some(Woke::Read(0)) | None => return Ok(End::Closed),
+                        Some(_) => {}
                     }
+                    continue 'serve;
                 }
-                let end = input.end;
-                read(stream, &mut input.rbuf[end..], self.mailbox()).await?
-            };
-            let n = match woke {
-                Woke::Mail => {
-                    self.deliver_mail(stream).await?;
-                    continue;
+                let woke = if input.end == 0 {
+                    // Nothing partial is held: give the buffers back while the client is quiet, so
+                    // an idle connection costs no buffer memory.
+                    if !input.rbuf.is_empty() {
+                        let mut pool = shard.bufs.borrow_mut();
+                        pool.put_read(std::mem::take(&mut input.rbuf));
+                        pool.put_out(std::mem::take(&mut self.out));
+                    }
+                    if self.hops >= MOVE_AFTER && self.settled() {
+                        return Ok(End::Move(self.hop_to));
+                    }
+                    let woke = read_idle(shard, stream, &mut input.rbuf, self.mailbox()).await?;
+                    if self.out.capacity() == 0 {
+                        self.out = shard.bufs.borrow_mut().take_out();
+                    }
+                    woke
+                } else {
+                    if input.end == input.rbuf.len() {
+                        if input.start > 0 {
+                            input.rbuf.copy_within(input.start..input.end, 0);
+                            input.end -= input.start;
+                            input.start = 0;
+                        } else if input.rbuf.len() >= self.query_limit {
+                            shard
+                                .global
+                                .query_limit_disconnections
+                                .fetch_add(1, Ordering::Relaxed);
+                            return Err(std::io::Error::other(
+                                "closing client that reached the max query buffer length",
+                            ));
+                        } else {
+                            // One command is larger than the buffer: grow by what was received,
+                            // never by a length the client only declared.
+                            let new_len =
+                                (input.rbuf.len() * 2).min(self.query_limit.max(READ_CHUNK));
+                            input.rbuf.resize(new_len, 0);
+                        }
+                    }
+                    let end = input.end;
+                    read(stream, &mut input.rbuf[end..], self.mailbox()).await?
+                };
+                let n = match woke {
+                    Woke::Mail => {
+                        self.deliver_mail(stream).await?;
+                        continue 'serve;
+                    }
+                    Woke::Read(n) => n,
+                };
+                if n == 0 {
+                    return Ok(End::Closed);
                 }
-                Woke::Read(n) => n,
-            };
-            if n == 0 {
-                return Ok(End::Closed);
-            }
-            shard.net.read(n);
-            input.end += n;
-            if input.end - input.start < input.wait_for {
-                continue;
+                shard.net.read(n);
+                input.end += n;
+                if input.end - input.start < input.wait_for {
+                    continue 'serve;
+                }
             }
             input.wait_for = 0;
             let close = self.serve_batch(stream, &mut input).await? == Ran::Close;
@@ -1080,101 +1133,40 @@ impl<'a> Conn<'a> {
         Ok(if close { Ran::Close } else { Ran::Go })
     }
 
+    /// The plain lanes over this connection's session and output.
+    #[inline(always)]
+    fn lanes(&mut self) -> Lanes<'_> {
+        Lanes {
+            shard: self.shard,
+            session: self.session,
+            out: &mut self.out,
+        }
+    }
+
     /// Ends the batch's lap where it waits or stops (see `Session::lap`): a run of express
     /// commands in it is counted.
     #[inline]
     fn end_lap(&mut self) {
-        self.lap_with(kvcore::Db::end_lap);
+        self.lanes().end_lap();
     }
 
     /// Counts a run of express commands in the batch's lap, which goes on from now.
     #[inline]
     fn settle_lap(&mut self) {
-        self.lap_with(kvcore::Db::settle_lap);
+        self.lanes().lap_with(kvcore::Db::settle_lap);
     }
 
-    /// `f` of the store, the session's lap and its client id, when there is a lap.
-    #[inline(always)]
-    fn lap_with(&mut self, f: fn(&mut kvcore::Db, &mut Option<kvcore::Lap>, u64)) {
-        if self.session.lap.is_some() {
-            let id = self.session.id;
-            f(&mut self.shard.db.borrow_mut(), &mut self.session.lap, id);
-        }
-    }
-
-    /// Whether the express lane takes this client's express commands now ([`Lane`]): no
-    /// lock held on the shard, and the store admits the client ([`kvcore::Db::admits`]) and
-    /// runs express commands ([`kvcore::Db::express_open`]).
-    fn express_lane(&self) -> Lane {
-        let shard = self.shard;
-        if !shard.locks.borrow().is_idle() {
-            return Lane::Shut;
-        }
-        let db = shard.db.borrow();
-        if !(db.admits(self.session) && db.express_open(self.session)) {
-            return Lane::Shut;
-        }
-        Lane::Open {
-            waiters: shard.has_waiters(),
-            alone: shard.n == 1,
-        }
-    }
-
-    /// Runs the express commands of `window` from its command `from` on (GET and SET, read
-    /// by the scanner or the general parser) whose keys are this shard's, in one call, when
-    /// the lane is open: how many ran, stopping once the replies reach [`FLUSH_AT`], and
-    /// where the last of them ends. It does what the general path would (see
-    /// [`Conn::run_plain`]). While a client waits on a key (a write may wake it), one command
-    /// at a time. `0`: none ran; the command takes [`Conn::run_plain`].
+    /// [`Lanes::run_express`] for this connection.
     #[inline]
     fn run_express(&mut self, window: &Window<'_>, from: usize, lane: &mut Lane) -> (usize, usize) {
-        if *lane == Lane::Unknown {
-            *lane = self.express_lane();
-        }
-        let Lane::Open { waiters, alone } = *lane else {
-            return (0, 0);
-        };
-        let shard = self.shard;
-        // (`express_run` runs each command it takes from `run`: `end` and `last` are the
-        // last one's.)
-        let mut end = 0;
-        let mut last = None;
-        let run = window.cmds[from..]
-            .iter()
-            .map_while(|cmd| {
-                let (args, express) = window.args_of(cmd);
-                let x = express.or_else(|| Express::of(args))?;
-                (alone || route::shard_of(args[1], shard.n) == shard.id).then(|| {
-                    end = cmd.end;
-                    last = Some(args);
-                    (x, args)
-                })
-            })
-            .take(if waiters { 1 } else { Window::COMMANDS });
-        self.session.lapping = true;
-        let (ran, spec, events) = {
-            let mut db = shard.db.borrow_mut();
-            let (ran, spec) = db.express_run(self.session, run, &mut self.out, FLUSH_AT);
-            (ran, spec, ran > 0 && db.has_events())
-        };
-        self.session.lapping = false;
-        // As `Shard::after_command`, without asking again what the lane knows.
-        if let (true, Some(spec), Some(args)) = (waiters, spec, last) {
-            shard.wake_written(spec, args);
-            // A served waiter's own command may have changed what the lane knows (a move to
-            // another shard holds locks): asked again.
-            *lane = Lane::Unknown;
-        }
-        if events {
-            shard.after_writes();
-        }
+        let (ran, end) = self.lanes().run_express(window, from, lane);
         if ran > 0 {
             self.hops = 0;
         }
         (ran, end)
     }
 
-    /// Whether this client's next commands may take [`Conn::run_plain`]: no transaction,
+    /// Whether this client's next commands may take [`Lanes::run_plain`]: no transaction,
     /// subscription, master link, reply of another shard on its way, CLIENT REPLY mode or
     /// CLIENT PAUSE. Looked at once per batch and after each command that took the general
     /// path (a command of the plain lane changes none of these).
@@ -1188,46 +1180,18 @@ impl<'a> Conn<'a> {
             && self.pause_end.load(Ordering::Relaxed) == 0
     }
 
-    /// The common case in the fewest steps, for a [`Conn::plain`] client: a command of the
-    /// lane (see [`LANE`]) with the right number of arguments, whose keys are all this
-    /// shard's, run on the store at once when no lock is held and nothing can refuse it
-    /// ([`kvcore::Db::admits`]). It does what the general path (`try_now`, `classify`,
-    /// `Shard::execute`, `Db::dispatch_spec`) would, without asking what cannot apply.
-    /// `false`: nothing was done; take the general path.
+    /// [`Lanes::run_plain`] for this connection.
     #[inline]
     fn run_plain(&mut self, args: &[&[u8]], lane: &mut Lane) -> bool {
-        let Some(spec) = commands::lookup(args[0]) else {
-            return false;
-        };
-        if !LANE.get(usize::from(spec.id)).copied().unwrap_or(false) || !spec.arity_ok(args.len()) {
-            return false;
-        }
-        // Whatever runs now is asked about again by the next express command.
-        *lane = Lane::Unknown;
-        let shard = self.shard;
-        // As `classify`: one shard owns every key; with more, the command has none or all
-        // are this shard's.
-        let keyed = shard.n == 1
-            || match key_home(spec, args, shard.n) {
-                KeyHome::None => false,
-                KeyHome::One(s) if s == shard.id => true,
-                _ => return false,
-            };
-        if !shard.locks.borrow().is_idle() {
-            return false;
-        }
-        {
-            let mut db = shard.db.borrow_mut();
-            if !db.admits(self.session) {
-                return false;
+        match self.lanes().run_plain(args, lane) {
+            Some(keyed) => {
+                if keyed {
+                    self.hops = 0;
+                }
+                true
             }
-            db.run_admitted(self.session, spec, args, &mut self.out);
+            None => false,
         }
-        shard.after_command(spec, args);
-        if keyed {
-            self.hops = 0;
-        }
-        true
     }
 
     /// CLIENT PAUSE: holds this command while a pause covers it (every command, or one that
@@ -1266,7 +1230,7 @@ impl<'a> Conn<'a> {
             let unpaused = g.unpaused.notified();
             tokio::select! {
                 _ = unpaused => {}
-                _ = tokio::time::sleep(std::time::Duration::from_millis(end - now)) => {}
+                _ = crate::timer::sleep(std::time::Duration::from_millis(end - now)) => {}
             }
         }
     }
@@ -1993,11 +1957,11 @@ impl<'a> Conn<'a> {
             let end = input.end;
             let woke = tokio::select! {
                 r = read(stream, &mut input.rbuf[end..], None) => Some(r?),
-                _ = link.tick.as_mut() => None,
+                _ = &mut link.tick => None,
             };
             if woke.is_none() {
                 let next = tokio::time::Instant::now() + Duration::from_secs(1);
-                link.tick.as_mut().reset(next);
+                link.tick.reset(next);
             }
             match woke {
                 Some(Woke::Read(0)) => return Ok(Some(Woke::Read(0))),
@@ -2787,7 +2751,7 @@ async fn write_out(
     if limit.soft > 0 && out.len() as u64 > limit.soft {
         let secs = Duration::from_secs(limit.soft_secs.max(1));
         // Boxed: the timer is large and this path rare.
-        Box::pin(tokio::time::timeout(secs, stream.write_all(rest)))
+        Box::pin(crate::timer::timeout(secs, stream.write_all(rest)))
             .await
             .map_err(|_| {
                 std::io::Error::other(

@@ -53,7 +53,7 @@ pub async fn accept(shard: Rc<Shard>, listener: TcpListener) {
             Some(Ok(s)) => s,
             Some(Err(e)) => {
                 log!(3, "accept: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                crate::timer::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };

@@ -901,6 +901,20 @@ impl Shard {
         true
     }
 
+    /// What [`Shard::persist_now`] and then [`Shard::persist_wait`] do, when that needs no
+    /// wait: `false` (nothing done) under `appendfsync always`.
+    pub fn persist_fast(&self) -> bool {
+        let fsync = self.aof.borrow().as_ref().map(|l| l.fsync);
+        match fsync {
+            None => self.persist_now(),
+            Some(Fsync::Always) => false,
+            Some(_) => {
+                self.flush_changes();
+                true
+            }
+        }
+    }
+
     /// [`Shard::persist_barrier`] with the AOF on.
     pub async fn persist_wait(&self) {
         let Some(fsync) = self.aof.borrow().as_ref().map(|l| l.fsync) else {

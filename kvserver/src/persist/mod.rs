@@ -470,7 +470,7 @@ fn aof_cron(shard: &Shard) -> bool {
 /// Waits until no save runs, then claims the slot.
 async fn claim_when_free(shard: &Shard) {
     while !claim(shard) {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        crate::timer::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
 

@@ -224,7 +224,7 @@ fn walk(sh: &Shard, tx: mpsc::Sender<Piece>, flow: Arc<Flow>) {
                 return;
             }
             if flow.in_flight.load(Ordering::Relaxed) > MAX_IN_FLIGHT {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                crate::timer::sleep(Duration::from_millis(1)).await;
                 continue;
             }
             let mut chunk = Vec::new();
@@ -282,6 +282,8 @@ async fn give_way(spent: Duration) {
     let start = Instant::now();
     loop {
         let before = Instant::now();
+        // (Clients of the shard's own loop are served here: tokio does not park meanwhile.)
+        crate::net::conn::fast::serve_ready();
         tokio::task::yield_now().await;
         let now = Instant::now();
         if now - start >= owed || now - before < IDLE_PASS {

@@ -137,7 +137,7 @@ async fn full_sync(
     // does for replicas in wait_bgsave).
     let mut waited = 0u32;
     while !crate::persist::claim(shard) {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        crate::timer::sleep(std::time::Duration::from_millis(10)).await;
         waited += 1;
         if waited % 100 == 0 && wr.write_all(b"\n").await.is_err() {
             return Err((id, "the replica went while it waited".into()));
@@ -264,7 +264,7 @@ async fn snapshot_to(
         // The replica hears `+FULLRESYNC` once the moment is taken, then a newline every
         // second while the file is written, so that it does not time out.
         let mut head_sent = false;
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+        let mut tick = crate::timer::Interval::new(std::time::Duration::from_millis(100));
         let mut ticks = 0u32;
         let written = loop {
             tokio::select! {

@@ -608,7 +608,7 @@ pub async fn wait(shard: &Shard, numreplicas: u64, timeout_ms: u64) -> u64 {
         }
         match deadline {
             Some(d) => {
-                if tokio::time::timeout_at(d, notified).await.is_err() {
+                if crate::timer::timeout_at(d, notified).await.is_err() {
                     return count();
                 }
             }

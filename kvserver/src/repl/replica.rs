@@ -181,7 +181,7 @@ async fn link(shard: Rc<Shard>, host: String, port: u16, generation: u64) {
         if !current(&shard, generation) {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+        crate::timer::sleep(Duration::from_millis(1000)).await;
     }
 }
 
@@ -205,7 +205,7 @@ impl Wire {
     /// Reads what the master sent onto the end of the buffer.
     async fn fill(&mut self) -> Result<(), String> {
         self.buf.reserve(64 << 10);
-        let n = tokio::time::timeout(self.timeout, self.stream.read_buf(&mut self.buf))
+        let n = crate::timer::timeout(self.timeout, self.stream.read_buf(&mut self.buf))
             .await
             .map_err(|_| "timeout talking to the master".to_string())?
             .map_err(|e| format!("reading from the master: {e}"))?;
@@ -241,7 +241,7 @@ impl Wire {
 async fn connect(shard: &Rc<Shard>, host: &str, port: u16, generation: u64) -> Result<(), String> {
     let g = &shard.global;
     let timeout = super::timeout(shard);
-    let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
+    let stream = crate::timer::timeout(timeout, TcpStream::connect((host, port)))
         .await
         .map_err(|_| "timeout connecting to the master".to_string())?
         .map_err(|e| format!("error connecting to the master: {e}"))?;
