@@ -56,6 +56,11 @@ const REMOTE_AT: usize = 128;
 /// A client whose last this-many keyed commands all went to one other shard moves there.
 const MOVE_AFTER: u32 = 64;
 
+/// A client served by a task goes back to the shard's own loop after more than this many
+/// batches in a row that took only the plain lanes: a client that sent HELLO or SELECT first
+/// comes back, one that mixes in other commands does not move back and forth.
+const LOOP_AFTER: u32 = 8;
+
 /// Where a command runs.
 enum Route {
     /// Here; `true` when the command has keys (all of them here).
@@ -91,6 +96,8 @@ enum End {
     Move(usize),
     /// It sent PSYNC or SYNC (these arguments): it is a replica now.
     Replica(Vec<Vec<u8>>, Handshake),
+    /// Its last batches took only the plain lanes: the shard's own loop serves it again.
+    Loop,
 }
 
 /// A command whose effect on the session the connection mirrors into its client entry
@@ -297,16 +304,41 @@ async fn serve_carried(
     mut stream: TcpStream,
     mut session: Session,
     entry: Arc<ClientEntry>,
-    input: Vec<u8>,
-    out: Vec<u8>,
+    mut input: Vec<u8>,
+    mut out: Vec<u8>,
 ) {
-    let mut conn = Conn::new(&shard, &entry, &mut session);
-    conn.out = out;
-    let end = conn.serve(&mut stream, input).await;
-    conn.leave().await;
-    drop(conn);
+    let (end, stream) = loop {
+        let mut conn = Conn::new(&shard, &entry, &mut session);
+        conn.out = std::mem::take(&mut out);
+        let end = conn.serve(&mut stream, std::mem::take(&mut input)).await;
+        conn.leave().await;
+        drop(conn);
+        if !matches!(end, Ok(End::Loop)) {
+            break (end, stream);
+        }
+        // Back to the shard's own loop; where it cannot take the client, the task goes on.
+        let back = match stream.into_std() {
+            Ok(s) => match fast::adopt(s, session, entry.clone()) {
+                Ok(()) => return,
+                Err(back) => {
+                    let (s, sess) = *back;
+                    session = sess;
+                    TcpStream::from_std(s)
+                }
+            },
+            Err(e) => Err(e),
+        };
+        match back {
+            Ok(s) => stream = s,
+            Err(e) => {
+                log!(0, "client {} ({}): {e}", entry.id, entry.addr);
+                forget(&shard, &entry);
+                return;
+            }
+        }
+    };
     match end {
-        Ok(End::Closed) => {}
+        Ok(End::Closed) | Ok(End::Loop) => {}
         Ok(End::Replica(args, hs)) => {
             crate::repl::master::serve(shard.clone(), stream, entry.clone(), hs, args).await;
         }
@@ -590,6 +622,10 @@ struct Conn<'a> {
     /// The other shard that this client's last keyed commands all went to, and how many.
     hop_to: usize,
     hops: u32,
+    /// Batches in a row that took only the plain lanes ([`LOOP_AFTER`] of them: the client
+    /// goes back to the shard's own loop), and whether this one took the general path.
+    lane_run: u32,
+    general: bool,
     query_limit: usize,
     /// Between MULTI and EXEC.
     multi: Option<Box<Multi>>,
@@ -720,6 +756,8 @@ impl<'a> Conn<'a> {
             },
             hop_to: 0,
             hops: 0,
+            lane_run: 0,
+            general: false,
             query_limit,
             multi: None,
             watches: None,
@@ -792,6 +830,14 @@ impl<'a> Conn<'a> {
                     if self.hops >= MOVE_AFTER && self.settled() {
                         return Ok(End::Move(self.hop_to));
                     }
+                    self.lane_run = if std::mem::take(&mut self.general) {
+                        0
+                    } else {
+                        self.lane_run.saturating_add(1)
+                    };
+                    if self.lane_run > LOOP_AFTER && self.loop_may_take() {
+                        return Ok(End::Loop);
+                    }
                     let woke = read_idle(shard, stream, &mut input.rbuf, self.mailbox()).await?;
                     if self.out.capacity() == 0 {
                         self.out = shard.bufs.borrow_mut().take_out();
@@ -859,6 +905,16 @@ impl<'a> Conn<'a> {
                 input.end = 0;
             }
         }
+    }
+
+    /// Whether the shard's own loop may serve this client from now on: it runs, and the
+    /// client is plain and settled with nothing left to write (see [`fast`]).
+    fn loop_may_take(&self) -> bool {
+        self.settled()
+            && self.plain()
+            && self.out.is_empty()
+            && self.psync.is_none()
+            && fast::active()
     }
 
     /// Whether the client holds nothing that ties it to this shard.
@@ -1039,6 +1095,7 @@ impl<'a> Conn<'a> {
                         }
                     }
                     lane = Lane::Unknown;
+                    self.general = true;
                     if self.pause_end.load(Ordering::Relaxed) != 0 {
                         self.end_lap();
                         self.wait_out_pause(stream, args).await?;

@@ -24,6 +24,7 @@ mod limits;
 mod monitoring;
 mod multishard;
 mod notifications;
+mod own_loop;
 mod persistence;
 mod pubsub;
 mod replication;
