@@ -115,7 +115,7 @@ fn more_than_store(name: &str) -> bool {
     matches!(name, "exec" | "reset")
 }
 
-/// The commands [`Conn::run_plain`] may run, by [`CommandSpec::id`]: every command but a
+/// The commands [`Lanes::run_plain`] may run, by [`CommandSpec::id`]: every command but a
 /// connection's own (`CONN`), a blocking one, one the server may answer for every shard
 /// ([`admin::may_be_special`]), DEBUG (which may be refused), SORT (whose patterns name keys
 /// only the elements tell), and the ones [`changes_session`] or [`more_than_store`] names.
@@ -447,8 +447,8 @@ enum CmdArgs<'a> {
     Run { first: u32, n: u32 },
 }
 
-/// What [`Conn::run_express`] knows of the express lane within a window: asked at its first
-/// express command ([`Conn::express_lane`]), then known while the window runs express
+/// What [`Lanes::run_express`] knows of the express lane within a window: asked at its first
+/// express command ([`Lanes::express_lane`]), then known while the window runs express
 /// commands. Only a command of another kind, or another task while this one waits, can change
 /// the answer, so it is forgotten after either. (A user's rules changed on another thread meet
 /// the client's next window: Redis too runs a client's whole read batch before the next

@@ -50,8 +50,8 @@ impl Lanes<'_> {
     /// by the scanner or the general parser) whose keys are this shard's, in one call, when
     /// the lane is open: how many ran, stopping once the replies reach [`FLUSH_AT`], and
     /// where the last of them ends. It does what the general path would (see
-    /// [`Conn::run_plain`]). While a client waits on a key (a write may wake it), one command
-    /// at a time. `0`: none ran; the command takes [`Conn::run_plain`].
+    /// [`Lanes::run_plain`]). While a client waits on a key (a write may wake it), one command
+    /// at a time. `0`: none ran; the command takes [`Lanes::run_plain`].
     #[inline]
     pub(super) fn run_express(
         &mut self,
