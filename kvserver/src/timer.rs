@@ -47,9 +47,27 @@ impl Drop for Note {
     }
 }
 
+/// How late after its deadline tokio may fire a timer: its wheel counts whole milliseconds of
+/// its clock and fires a timer at the first count at or after the deadline.
+pub const TOKIO_TICK: Duration = Duration::from_millis(1);
+
 /// The earliest deadline a timer of this thread waits for.
+#[cfg(test)]
 pub fn next_due() -> Option<Instant> {
-    DUE.with(|d| d.borrow().first().map(|&(at, _)| at))
+    next_due_after(None)
+}
+
+/// The earliest deadline later than `floor` that a timer of this thread waits for.
+pub fn next_due_after(floor: Option<Instant>) -> Option<Instant> {
+    use std::ops::Bound::{Excluded, Unbounded};
+    DUE.with(|d| {
+        let d = d.borrow();
+        match floor {
+            None => d.first(),
+            Some(f) => d.range((Excluded((f, u64::MAX)), Unbounded)).next(),
+        }
+        .map(|&(at, _)| at)
+    })
 }
 
 /// tokio's `sleep_until`, noted.
@@ -172,6 +190,9 @@ mod tests {
             s.reset(Instant::now() + Duration::from_millis(2));
             (&mut s).await;
             assert_eq!(next_due(), Some(due));
+            // Deadlines up to a floor are passed over.
+            assert_eq!(next_due_after(Some(due)), None);
+            assert_eq!(next_due_after(Some(start)), Some(due));
             drop(s);
             drop(long);
             assert_eq!(next_due(), None);

@@ -196,6 +196,7 @@ pub fn install(
         rbuf: vec![0; READ_CHUNK],
         out: Vec::with_capacity(READ_CHUNK),
         events: vec![libc::epoll_event { events: 0, u64: 0 }; EVENTS],
+        handed: None,
     };
     LOOP.with(|cell| *cell.borrow_mut() = Some(l));
     Ok(())
@@ -283,6 +284,22 @@ struct FastLoop {
     rbuf: Vec<u8>,
     out: Vec<u8>,
     events: Vec<libc::epoll_event>,
+    /// Timers due by this instant were handed to tokio (see [`FastLoop::run`]).
+    handed: Option<tokio::time::Instant>,
+}
+
+/// The loop's `epoll_wait` timeout in milliseconds for the earliest timer deadline `due` at
+/// `now`: until tokio surely fires it, which is up to [`crate::timer::TOKIO_TICK`] after the
+/// deadline (returning sooner, tokio would block in its own `epoll_wait`, which does not watch
+/// the loop's clients, until then); 0 once it does; -1 with no timer.
+fn timer_wait(due: Option<tokio::time::Instant>, now: tokio::time::Instant) -> i32 {
+    let Some(due) = due else { return -1 };
+    let fires = due + crate::timer::TOKIO_TICK;
+    if fires <= now {
+        return 0;
+    }
+    let ms = (fires - now).as_nanos().div_ceil(1_000_000);
+    ms.min(i32::MAX as u128) as i32
 }
 
 /// A plain client served by the loop.
@@ -345,28 +362,27 @@ impl FastLoop {
     }
 
     /// Waits for and serves events until tokio has one (or, `block` false, serves what is
-    /// ready now). Returns at once when a timer of the thread is due.
+    /// ready now). When a timer of the thread is due it serves what is ready and returns.
     fn run(&mut self, block: bool) {
         let _local = self.local.enter();
         // Tasks woken before tokio parks were seen by tokio itself (it parks only when none
         // are): from here on the flag tells of wakes the loop causes.
         self.woken.flag.store(false, Ordering::Release);
         loop {
+            let mut timer_due = false;
             let timeout = if !block {
                 0
             } else {
-                match crate::timer::next_due() {
-                    None => -1,
-                    Some(at) => {
-                        let now = tokio::time::Instant::now();
-                        if at <= now {
-                            return;
-                        }
-                        // Tokio's wheel counts whole milliseconds, rounding up: one more.
-                        let ms = (at - now).as_millis().saturating_add(1);
-                        ms.min(i32::MAX as u128) as i32
-                    }
+                let now = tokio::time::Instant::now();
+                let t = timer_wait(crate::timer::next_due_after(self.handed), now);
+                if t == 0 {
+                    // Tokio's next park fires every timer due by `handed` (and wakes its task);
+                    // one that stays listed after that is not waited for (its future is not
+                    // polled), and must not keep the loop from blocking.
+                    timer_due = true;
+                    self.handed = now.checked_sub(crate::timer::TOKIO_TICK);
                 }
+                t
             };
             // SAFETY: `events` has room for `EVENTS` entries, and lives through the call.
             let n = unsafe {
@@ -385,7 +401,8 @@ impl FastLoop {
                 log!(0, "the shard's event loop: {e}");
                 return;
             }
-            let mut tokio = n == 0;
+            // (None ready at a timer's wait's end: the next turn finds the timer due.)
+            let mut tokio = false;
             for i in 0..n as usize {
                 let token = self.events[i].u64;
                 if token == TOKIO {
@@ -396,7 +413,7 @@ impl FastLoop {
             }
             // A command may have woken a task (a blocked client served, a subscriber's
             // mail): tokio runs it now.
-            if tokio || !block || self.woken.flag.swap(false, Ordering::AcqRel) {
+            if tokio || timer_due || !block || self.woken.flag.swap(false, Ordering::AcqRel) {
                 return;
             }
         }
@@ -570,6 +587,37 @@ impl FastLoop {
             }
             // The task meets the error too, and ends the client as usual.
             Err(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn the_loop_waits_for_a_timer_until_tokio_surely_fires_it() {
+        let now = Instant::now();
+        let us = Duration::from_micros;
+        assert_eq!(timer_wait(None, now), -1);
+        // Tokio fires up to a millisecond after the deadline: the wait covers that millisecond,
+        // in whole milliseconds rounded up.
+        assert_eq!(timer_wait(Some(now + us(300)), now), 2);
+        assert_eq!(timer_wait(Some(now + us(1000)), now), 2);
+        assert_eq!(timer_wait(Some(now + us(1001)), now), 3);
+        assert_eq!(
+            timer_wait(Some(now + Duration::from_secs(100)), now),
+            100_001
+        );
+        // Past the deadline but within the millisecond: tokio may not have fired it yet.
+        if let Some(past) = now.checked_sub(us(400)) {
+            assert_eq!(timer_wait(Some(past), now), 1);
+        }
+        // A whole millisecond past: due.
+        if let Some(past) = now.checked_sub(us(1000)) {
+            assert_eq!(timer_wait(Some(past), now), 0);
         }
     }
 }
