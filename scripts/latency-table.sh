@@ -2,7 +2,8 @@
 # Issue 19's latency table: open-loop kvbench workloads against kvserver and redis-server in one
 # run, servers pinned to CPU 0 (--threads 1), kvbench on CPU 1, alternated over ROUNDS; prints
 # each round and the medians of p50/p95/p99/p99.9 per workload and server.
-# usage: scripts/latency-table.sh [ROUNDS]   (GROWTH=1 adds the growth workload: GROWTH_KEYS SETs
+# usage: scripts/latency-table.sh [ROUNDS]   (TIMERS=1 adds the GET workload beside 2000 BLPOP
+# timeouts a second; GROWTH=1 adds the growth workload: GROWTH_KEYS SETs
 # of new keys, default 5000000; the issue's bar is GROWTH_KEYS=10000000; REDIS_SERVER=PATH picks the
 # redis-server binary, default the one on PATH; KVSERVER=PATH picks ours, default
 # target/release/kvserver, e.g. to compare two builds; PERSIST=default runs both servers with their
@@ -64,6 +65,9 @@ workloads=(
 )
 GK=${GROWTH_KEYS:-5000000}
 [ "${GROWTH:-0}" = 1 ] && workloads+=("set-growth-$GK:-t set -r 100000000 -c 50 -P 4 --rate 100000 -n $GK")
+# TIMERS=1: the GET workload again while 20 other clients (redis-benchmark, on CPU 1) block in
+# `BLPOP nokey 0.01` over and over: about 2000 timeouts a second fire in the server.
+[ "${TIMERS:-0}" = 1 ] && workloads+=("get-P1-50k-timers:-t get -r 1000 -c 50 -P 1 --rate 50000 -n 500000")
 for r in $(seq "$ROUNDS"); do
   for w in "${workloads[@]}"; do
     name=${w%%:*}; read -ra args <<<"${w#*:}"
@@ -79,8 +83,14 @@ for r in $(seq "$ROUNDS"); do
       else start redis 7482 "${REDIS_SERVER:-redis-server}" --port 7482 "${persist[@]}" --appendonly no; port=7482; fi
       pid=$(tail -1 "$tmp/pids")
       redis-cli -p $port config set latency-monitor-threshold 1 >/dev/null
+      timers=
+      if [[ $name == *-timers ]]; then
+        taskset -c 1 redis-benchmark -p $port -c 20 -n 1000000000 BLPOP nokey 0.01 >/dev/null 2>&1 &
+        timers=$!; sleep 1
+      fi
       before=$(sched_counters "$pid")
       out=$(target/release/kvbench run -p $port "${args[@]}" --load-cpus 1 2>&1)
+      if [ -n "$timers" ]; then kill $timers 2>/dev/null || true; wait $timers 2>/dev/null || true; fi
       line=$(grep -A1 'ops/s' <<<"$out" | tail -1)
       echo "round $r $name $s: $line"
       # How late the client itself sent (kvbench keeps to its schedule to the microsecond; a
@@ -105,4 +115,9 @@ for name in dict.fromkeys(r[0] for r in rows):
         # fields: name server 'all' ops p50 p95 p99 p99.9 max errors
         med = [st.median(float(r[i]) for r in v) for i in range(4, 9)]
         print(f"{name:16} {s:6} " + " ".join(f"{m:7.3f}" for m in med))
+    # Rounds paired (the two servers ran one after the other): in how many was ours at most Redis's.
+    ours = [r for r in rows if r[0] == name and r[1] == "ours"]
+    redis = [r for r in rows if r[0] == name and r[1] == "redis"]
+    won = [sum(float(a[i]) <= float(b[i]) for a, b in zip(ours, redis)) for i in range(4, 9)]
+    print(f"{'':16} {'ours<=':6} " + " ".join(f"{w:3}/{len(ours):<3}" for w in won) + "  (rounds)")
 PY

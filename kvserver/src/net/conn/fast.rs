@@ -291,9 +291,8 @@ struct FastLoop {
 /// The loop's `epoll_wait` timeout in milliseconds for the earliest timer deadline `due` at
 /// `now`: until tokio surely fires it, which is up to [`crate::timer::TOKIO_TICK`] after the
 /// deadline (returning sooner, tokio would block in its own `epoll_wait`, which does not watch
-/// the loop's clients, until then); 0 once it does; -1 with no timer.
-fn timer_wait(due: Option<tokio::time::Instant>, now: tokio::time::Instant) -> i32 {
-    let Some(due) = due else { return -1 };
+/// the loop's clients, until then); 0 once it does.
+fn timer_wait(due: tokio::time::Instant, now: tokio::time::Instant) -> i32 {
     let fires = due + crate::timer::TOKIO_TICK;
     if fires <= now {
         return 0;
@@ -373,16 +372,22 @@ impl FastLoop {
             let timeout = if !block {
                 0
             } else {
-                let now = tokio::time::Instant::now();
-                let t = timer_wait(crate::timer::next_due_after(self.handed), now);
-                if t == 0 {
-                    // Tokio's next park fires every timer due by `handed` (and wakes its task);
-                    // one that stays listed after that is not waited for (its future is not
-                    // polled), and must not keep the loop from blocking.
-                    timer_due = true;
-                    self.handed = now.checked_sub(crate::timer::TOKIO_TICK);
+                match crate::timer::next_due_after(self.handed) {
+                    None => -1,
+                    Some(due) => {
+                        let now = tokio::time::Instant::now();
+                        let t = timer_wait(due, now);
+                        if t == 0 {
+                            // Tokio's next park fires every timer due by `handed` (and wakes
+                            // its task); one that stays listed after that is not waited for
+                            // (its future is not polled), and must not keep the loop from
+                            // blocking.
+                            timer_due = true;
+                            self.handed = now.checked_sub(crate::timer::TOKIO_TICK);
+                        }
+                        t
+                    }
                 }
-                t
             };
             // SAFETY: `events` has room for `EVENTS` entries, and lives through the call.
             let n = unsafe {
@@ -601,23 +606,19 @@ mod tests {
     fn the_loop_waits_for_a_timer_until_tokio_surely_fires_it() {
         let now = Instant::now();
         let us = Duration::from_micros;
-        assert_eq!(timer_wait(None, now), -1);
         // Tokio fires up to a millisecond after the deadline: the wait covers that millisecond,
         // in whole milliseconds rounded up.
-        assert_eq!(timer_wait(Some(now + us(300)), now), 2);
-        assert_eq!(timer_wait(Some(now + us(1000)), now), 2);
-        assert_eq!(timer_wait(Some(now + us(1001)), now), 3);
-        assert_eq!(
-            timer_wait(Some(now + Duration::from_secs(100)), now),
-            100_001
-        );
+        assert_eq!(timer_wait(now + us(300), now), 2);
+        assert_eq!(timer_wait(now + us(1000), now), 2);
+        assert_eq!(timer_wait(now + us(1001), now), 3);
+        assert_eq!(timer_wait(now + Duration::from_secs(100), now), 100_001);
         // Past the deadline but within the millisecond: tokio may not have fired it yet.
         if let Some(past) = now.checked_sub(us(400)) {
-            assert_eq!(timer_wait(Some(past), now), 1);
+            assert_eq!(timer_wait(past, now), 1);
         }
         // A whole millisecond past: due.
         if let Some(past) = now.checked_sub(us(1000)) {
-            assert_eq!(timer_wait(Some(past), now), 0);
+            assert_eq!(timer_wait(past, now), 0);
         }
     }
 }
