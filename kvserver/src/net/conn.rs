@@ -259,18 +259,10 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
         ..Session::default()
     };
     if fast::active() {
-        match stream.into_std() {
-            Ok(stream) => match fast::adopt(stream, session, entry.clone()) {
-                Ok(()) => {}
-                Err(back) => match TcpStream::from_std(back.0) {
-                    Ok(stream) => serve_conn(shard, stream, back.1, entry).await,
-                    Err(e) => {
-                        log!(3, "client {id}: {e}");
-                        forget(&shard, &entry);
-                    }
-                },
-            },
-            Err(e) => {
+        match to_loop(stream, session, &entry) {
+            ToLoop::Taken => {}
+            ToLoop::Back(stream, session) => serve_conn(shard, stream, session, entry).await,
+            ToLoop::Lost(e) => {
                 log!(3, "client {id}: {e}");
                 forget(&shard, &entry);
             }
@@ -278,6 +270,33 @@ pub async fn serve(shard: Rc<Shard>, stream: TcpStream, peer: SocketAddr) {
         return;
     }
     serve_conn(shard, stream, session, entry).await;
+}
+
+/// What became of a client offered to the shard's own loop.
+enum ToLoop {
+    Taken,
+    /// The loop did not take it: a task serves it.
+    Back(TcpStream, Session),
+    /// Its socket could not change hands (the caller forgets the client).
+    Lost(std::io::Error),
+}
+
+/// Offers the client to this thread's own loop ([`fast`]).
+fn to_loop(stream: TcpStream, session: Session, entry: &Arc<ClientEntry>) -> ToLoop {
+    let stream = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => return ToLoop::Lost(e),
+    };
+    match fast::adopt(stream, session, entry.clone()) {
+        Ok(()) => ToLoop::Taken,
+        Err(back) => {
+            let (stream, session) = *back;
+            match TcpStream::from_std(stream) {
+                Ok(stream) => ToLoop::Back(stream, session),
+                Err(e) => ToLoop::Lost(e),
+            }
+        }
+    }
 }
 
 /// Serves a client on this shard until it quits, errs, is killed or moves to the shard that
@@ -318,21 +337,11 @@ async fn serve_carried(
             break (end, stream);
         }
         // Back to the shard's own loop; where it cannot take the client, the task goes on.
-        let back = match stream.into_std() {
-            Ok(s) => match fast::adopt(s, session, entry.clone()) {
-                Ok(()) => return,
-                Err(back) => {
-                    let (s, sess) = *back;
-                    session = sess;
-                    TcpStream::from_std(s)
-                }
-            },
-            Err(e) => Err(e),
-        };
-        match back {
-            Ok(s) => stream = s,
-            Err(e) => {
-                log!(0, "client {} ({}): {e}", entry.id, entry.addr);
+        match to_loop(stream, session, &entry) {
+            ToLoop::Taken => return,
+            ToLoop::Back(s, sess) => (stream, session) = (s, sess),
+            ToLoop::Lost(e) => {
+                log!(3, "client {} ({}): {e}", entry.id, entry.addr);
                 forget(&shard, &entry);
                 return;
             }
